@@ -1,0 +1,158 @@
+# deformd — top-level Makefile.
+#
+#   make            build everything (libraries, bin/deformd, bin/deform, clients)
+#   make run        install missing Debian packages, build, build the demo
+#                   repository, start deformd on it (README's first command)
+#   make test       install missing packages, build, run every test suite;
+#                   ends with "N passed, N failed" (README's second command)
+#   make asan|ubsan|tsan   the same tests under sanitizers (build/asan, ...)
+#   make bench      all benchmarks (bench-core, bench-server, ...)
+#   make format     clang-format the tree
+#
+# Sources are discovered by directory, so adding a file needs no Makefile edit:
+#   core/*.c            -> $(B)/libdfcore.a
+#   proto/*.c           -> $(B)/libdfproto.a
+#   server/*.c          -> bin/deformd
+#   tools/deform/*.c    -> bin/deform
+#   clients/c/lib/*.c   -> $(B)/libdeformclient.a, $(B)/libdeformclient.so
+#   clients/c/deformctl/*.c -> bin/deformctl
+#   tests/unit/<dir>/test_*.c -> $(B)/tests/<dir>/test_* (one binary each)
+#   bench/*.c           -> $(B)/bench/* (one binary each)
+
+B        ?= build
+BIN      ?= bin
+CC       ?= cc
+OPT      ?= -O3 -march=native
+CFLAGS   ?= $(OPT) -g
+SAN      ?=
+WARN     := -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers
+CPPFLAGS += -D_GNU_SOURCE -Icore -Iproto -Iclients/c/include -I/usr/include/suitesparse
+ALLCFLAGS = -std=c11 $(WARN) $(CFLAGS) $(SAN) -MMD -MP -pthread
+LDLIBS_CORE = -ljansson -lopenblas -lcholmod -lm -lpthread
+LDLIBS_SRV  = -lmicrohttpd -luv $(LDLIBS_CORE)
+LDLIBS_ALL  = -lassimp -lmicrohttpd -luv -lcurl $(LDLIBS_CORE)
+
+CORE_SRC   := $(wildcard core/*.c)
+PROTO_SRC  := $(wildcard proto/*.c)
+SERVER_SRC := $(wildcard server/*.c)
+TOOL_SRC   := $(wildcard tools/deform/*.c)
+CLIENT_SRC := $(wildcard clients/c/lib/*.c)
+CTL_SRC    := $(wildcard clients/c/deformctl/*.c)
+TEST_SRC   := $(wildcard tests/unit/*/test_*.c)
+TESTLIB_SRC:= $(wildcard tests/lib/*.c)
+BENCH_SRC  := $(wildcard bench/*.c)
+
+obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
+CORE_OBJ   := $(call obj,$(CORE_SRC))
+PROTO_OBJ  := $(call obj,$(PROTO_SRC))
+SERVER_OBJ := $(call obj,$(SERVER_SRC))
+TOOL_OBJ   := $(call obj,$(TOOL_SRC))
+CLIENT_OBJ := $(call obj,$(CLIENT_SRC))
+CLIENT_PIC := $(patsubst %.c,$(B)/pic/%.o,$(CLIENT_SRC))
+CTL_OBJ    := $(call obj,$(CTL_SRC))
+TESTLIB_OBJ:= $(call obj,$(TESTLIB_SRC))
+TEST_BINS  := $(patsubst tests/unit/%.c,$(B)/tests/%,$(TEST_SRC))
+BENCH_BINS := $(patsubst bench/%.c,$(B)/bench/%,$(BENCH_SRC))
+
+LIBCORE   := $(B)/libdfcore.a
+LIBPROTO  := $(B)/libdfproto.a
+LIBCLIENT := $(B)/libdeformclient.a
+SOCLIENT  := $(B)/libdeformclient.so
+
+TARGETS := $(LIBCORE) $(LIBPROTO)
+ifneq ($(SERVER_SRC),)
+TARGETS += $(BIN)/deformd
+endif
+ifneq ($(TOOL_SRC),)
+TARGETS += $(BIN)/deform
+endif
+ifneq ($(CLIENT_SRC),)
+TARGETS += $(LIBCLIENT) $(SOCLIENT)
+endif
+ifneq ($(CTL_SRC),)
+TARGETS += $(BIN)/deformctl
+endif
+
+.PHONY: all deps run test test-only tests-build asan ubsan tsan bench format clean demo
+all: $(TARGETS)
+
+$(B)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(ALLCFLAGS) -c $< -o $@
+
+$(B)/pic/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(ALLCFLAGS) -fPIC -c $< -o $@
+
+$(LIBCORE): $(CORE_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+$(LIBPROTO): $(PROTO_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^ $(if $^,,)
+$(LIBCLIENT): $(CLIENT_OBJ) $(LIBPROTO)
+	rm -f $@ && ar rcs $@ $(CLIENT_OBJ) $(PROTO_OBJ)
+$(SOCLIENT): $(CLIENT_PIC) $(patsubst %.c,$(B)/pic/%.o,$(PROTO_SRC))
+	$(CC) -shared $(SAN) -o $@ $^ -lcurl -lpthread -lm
+
+$(BIN)/deformd: $(SERVER_OBJ) $(LIBPROTO) $(LIBCORE)
+	@mkdir -p $(BIN)
+	$(CC) $(ALLCFLAGS) -o $@ $(SERVER_OBJ) $(LIBPROTO) $(LIBCORE) $(LDLIBS_SRV)
+$(BIN)/deform: $(TOOL_OBJ) $(LIBCORE)
+	@mkdir -p $(BIN)
+	$(CC) $(ALLCFLAGS) -o $@ $(TOOL_OBJ) $(LIBCORE) -lassimp $(LDLIBS_CORE)
+$(BIN)/deformctl: $(CTL_OBJ) $(LIBCLIENT)
+	@mkdir -p $(BIN)
+	$(CC) $(ALLCFLAGS) -o $@ $(CTL_OBJ) $(LIBCLIENT) -lcurl -lpthread -lm
+
+# Each unit test links every library (and the server objects but main.c).
+SERVER_LIB_OBJ := $(filter-out $(B)/obj/server/main.o,$(SERVER_OBJ))
+TOOL_LIB_OBJ   := $(filter-out $(B)/obj/tools/deform/main.o,$(TOOL_OBJ))
+$(B)/tests/%: tests/unit/%.c $(TESTLIB_OBJ) $(SERVER_LIB_OBJ) $(TOOL_LIB_OBJ) $(CLIENT_OBJ) $(LIBPROTO) $(LIBCORE)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -Itests/lib -Iserver -Itools/deform $(ALLCFLAGS) -o $@ $< $(TESTLIB_OBJ) $(SERVER_LIB_OBJ) $(TOOL_LIB_OBJ) $(CLIENT_OBJ) $(LIBPROTO) $(LIBCORE) $(LDLIBS_ALL)
+
+$(B)/bench/%: bench/%.c $(SERVER_LIB_OBJ) $(CLIENT_OBJ) $(LIBPROTO) $(LIBCORE)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -Iserver $(ALLCFLAGS) -o $@ $< $(SERVER_LIB_OBJ) $(CLIENT_OBJ) $(LIBPROTO) $(LIBCORE) $(LDLIBS_ALL)
+
+tests-build: all $(TEST_BINS)
+
+deps:
+	@tools/deps.sh
+
+# README command 1.
+run: deps all
+	@tools/make_demo.sh
+	@tools/run_demo.sh
+
+demo: all
+	@tools/make_demo.sh
+
+# README command 2.
+test: deps
+	@$(MAKE) --no-print-directory tests-build
+	@B=$(B) BIN=$(BIN) tests/run.sh
+
+test-only: tests-build
+	@B=$(B) BIN=$(BIN) tests/run.sh
+
+asan:
+	@$(MAKE) --no-print-directory B=build/asan BIN=build/asan/bin OPT="-O1" SAN="-fsanitize=address,undefined -fno-omit-frame-pointer" test-only
+ubsan:
+	@$(MAKE) --no-print-directory B=build/ubsan BIN=build/ubsan/bin OPT="-O1" SAN="-fsanitize=undefined -fno-sanitize-recover=undefined" test-only
+tsan:
+	@$(MAKE) --no-print-directory B=build/tsan BIN=build/tsan/bin OPT="-O1" SAN="-fsanitize=thread" test-only
+
+bench: bench-core
+
+bench-core: all $(BENCH_BINS)
+	@bench/run_core.sh
+
+format:
+	clang-format -i $$(git ls-files '*.c' '*.h')
+
+clean:
+	rm -rf build bin
+
+-include $(shell find $(B)/obj $(B)/pic -name '*.d' 2>/dev/null)

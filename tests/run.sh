@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# tests/run.sh — runs every test suite and prints "N passed, N failed".
+#
+# Suites: each unit-test binary under $B/tests (one per tests/unit/<dir>/test_*.c)
+# and each executable tests/e2e/*.sh (end-to-end: real daemon, real sockets).
+# A suite prints "ok NAME" / "FAIL NAME" lines; they are counted. A suite that
+# exits non-zero or times out without printing a FAIL line counts as one failure.
+# Output of each suite goes to $B/test-logs/<suite>.log; failures are shown.
+set -u
+cd "$(dirname "$0")/.."
+B=${B:-build}
+BIN=${BIN:-bin}
+export B BIN
+export DF_TEST_OUT=${DF_TEST_OUT:-$PWD/$B/test-out}
+LOGS=$B/test-logs
+mkdir -p "$LOGS" "$DF_TEST_OUT"
+TIMEOUT=${DF_TEST_TIMEOUT:-600}
+passed=0
+failed=0
+failed_names=()
+
+run_suite() {
+    local name=$1; shift
+    local log=$LOGS/$name.log
+    local start=$(date +%s)
+    timeout -k 10 "$TIMEOUT" "$@" >"$log" 2>&1
+    local rc=$?
+    local p f
+    p=$(grep -c '^ok ' "$log")
+    f=$(grep -c '^FAIL ' "$log")
+    if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
+        f=1
+        echo "FAIL $name (exit $rc)" >>"$log"
+    fi
+    passed=$((passed + p))
+    failed=$((failed + f))
+    local secs=$(( $(date +%s) - start ))
+    if [ "$f" -gt 0 ]; then
+        failed_names+=("$name")
+        printf '%-40s %4d passed %4d FAILED (%ds)\n' "$name" "$p" "$f" "$secs"
+        grep -E '^FAIL |check failed|error|ERROR|Sanitizer' "$log" | head -20 | sed 's/^/    /'
+    else
+        printf '%-40s %4d passed (%ds)\n' "$name" "$p" "$secs"
+    fi
+}
+
+for t in $(find "$B/tests" -type f -perm -u+x -name 'test_*' 2>/dev/null | sort); do
+    run_suite "unit-$(basename "$(dirname "$t")")-$(basename "$t")" "$t"
+done
+for t in tests/e2e/*.sh tests/e2e/*.py; do
+    [ -x "$t" ] || continue
+    run_suite "e2e-$(basename "$t")" "$t"
+done
+
+echo
+[ ${#failed_names[@]} -gt 0 ] && echo "failed suites: ${failed_names[*]} (logs in $LOGS)"
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
