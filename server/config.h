@@ -1,0 +1,62 @@
+/* config.h — the daemon's configuration: defaults, `key = value` file,
+ * command line (server/config.c).
+ *
+ * DESIGN
+ * One flat struct, filled in three layers: built-in defaults, then the
+ * config file (--config FILE), then command-line options, so the command
+ * line wins. Every key is documented in docs/configuration.md and
+ * config/deformd.conf. The struct is immutable once the daemon starts and
+ * every thread may read it. The bearer token is read from token_file and
+ * kept only here; it is never logged.
+ */
+#ifndef DF_SERVER_CONFIG_H
+#define DF_SERVER_CONFIG_H
+
+#include "df.h"
+#include <stdint.h>
+
+#define DF_PATH_MAX 1024
+
+typedef struct df_config {
+    char repository[DF_PATH_MAX]; /* model repository directory */
+    char host[256];               /* listen address, default 127.0.0.1 */
+    int http_port;                /* default 8000; 0 = any free port; -1 off */
+    int socket_port;              /* default 8001; 0 = any free port; -1 off */
+    char unix_path[DF_PATH_MAX];  /* Unix socket path, "" = none */
+    int workers;                  /* worker threads, default 2 */
+    int http_threads;             /* MHD threads, default 1 */
+    char token[256];              /* bearer token ("" = admin API disabled) */
+    char token_file[DF_PATH_MAX];
+    char www_dir[DF_PATH_MAX];    /* static files for /viewer/ */
+    char cors_origin[256];        /* Access-Control-Allow-Origin, "" none */
+    char ready_file[DF_PATH_MAX]; /* written with the bound ports when ready */
+    uint64_t max_body_bytes;      /* HTTP request body, default 64 MiB */
+    uint64_t max_frame_bytes;     /* socket frame, default 64 MiB */
+    int max_json_depth;           /* JSON nesting, default 16 */
+    int64_t max_json_elements;    /* numbers in one request, default 16M */
+    int max_connections;          /* default 1024 */
+    int max_inflight_per_conn;    /* socket pipelining, default 256 */
+    int idle_timeout_s;           /* connection idle timeout, default 60 */
+    int64_t drain_timeout_ms;     /* SIGTERM drain, default 10000 */
+    /* engine overrides; < 0 = use each model's config.json value */
+    int max_batch_size;
+    int64_t max_queue_delay_us;
+    int max_queue_length;
+    int64_t timeout_us;
+    int batching;                 /* 0 forces max_batch_size 1 (bench) */
+    float int16_margin;           /* quantization box margin, default 0.5 */
+    int log_requests;             /* one log line per request, default 0 */
+} df_config_t;
+
+void df_config_default(df_config_t *c /* OUT */);
+/* Apply a `key = value` file (# comments). Unknown keys and bad values are
+ * errors naming the file, line and key. */
+int df_config_load_file(df_config_t *c, const char *path, df_error_t *err);
+/* Apply one key (the same names as the file; command-line options map to
+ * them). */
+int df_config_set(df_config_t *c, const char *key, const char *value,
+                  df_error_t *err);
+/* Read token_file into token (first line, trimmed); checks the rest. */
+int df_config_finish(df_config_t *c, df_error_t *err);
+
+#endif

@@ -1,0 +1,200 @@
+/* job.h — the engine API shared by the daemon's fronts (HTTP, socket).
+ *
+ * DESIGN
+ * A front (server/http.c, server/sock.c) decodes a request into a df_job_t
+ * and hands it to the engine with df_server_submit(). The engine validates
+ * it against the character's model (input names, shapes, batch dimension,
+ * output names), takes a reference to the loaded model version, and queues
+ * it on the MODEL's queue (characters sharing a model share the queue). A
+ * worker thread forms a batch (up to max_batch_size poses, waiting at most
+ * max_queue_delay_us for more), fills each pose's absent inputs from its
+ * character's defaults, calls df_model_evaluate() once, encodes the outputs
+ * (float32 / float16 / int16, proto/encode.h) into buffers owned by the job,
+ * and calls job->done on the worker thread.
+ *
+ * Threads and ownership
+ *  - Before submit, the job belongs to the front. The input data pointers
+ *    are BORROWED: the front keeps them alive until done() has run.
+ *  - From a successful submit until done() runs, the job belongs to the
+ *    engine; the front must not touch it.
+ *  - done() runs on a worker thread. It must only hand the job back to the
+ *    front's own thread (uv_async_send, MHD_resume_connection) and return
+ *    quickly; the front then reads the results and calls df_job_free().
+ *  - If df_server_submit() fails, done() never runs; the job still belongs
+ *    to the front (read err, then df_job_free()).
+ *
+ * Jobs come from a per-server pool (df_job_new); their output buffers grow
+ * and are reused, so a steady stream of requests allocates nothing.
+ */
+#ifndef DF_SERVER_JOB_H
+#define DF_SERVER_JOB_H
+
+#include "df.h"
+#include "encode.h"
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct df_server df_server_t;
+typedef struct df_job df_job_t;
+struct df_config; /* server/config.h */
+
+/* Runs on a worker thread; see DESIGN. */
+typedef void (*df_job_done_cb)(df_job_t *job, void *user);
+
+/* Largest B (poses) one request may carry. */
+#define DF_JOB_MAX_POSES 4096
+
+typedef struct df_job_input {
+    char name[DF_NAME_MAX];       /* model input name */
+    int ndim;                     /* shape as the client sent it: */
+    int64_t shape[DF_MAX_DIMS];   /*   per-pose shape, [B, per-pose...],
+                                   *   or flat [numel] / [B, numel] */
+    const float *data;            /* borrowed; numel(shape) floats,
+                                   * pose-major; 4-byte aligned */
+} df_job_input_t;
+
+typedef struct df_job_output {
+    /* set by the front (n_outputs == 0 means: every model output) */
+    char name[DF_NAME_MAX];
+    df_encoding_t encoding;       /* DF_ENC_DEFAULT: the character's */
+    int front_flags;              /* free for the front (e.g. HTTP binary) */
+    /* results, valid once done() ran with status DF_OK */
+    int index;                    /* model output index */
+    int ndim;                     /* shape = [B, per-pose shape...] */
+    int64_t shape[DF_MAX_DIMS];
+    const float *f32;             /* B*numel floats, owned by the job */
+    const void *bytes;            /* encoded data (== f32 for float32), */
+    size_t nbytes;                /*   owned by the job                 */
+    df_quant_t quant;             /* int16: value = q*scale[c] + offset[c] */
+    size_t clamped;               /* int16: values clamped to the range */
+} df_job_output_t;
+
+struct df_job {
+    /* ---- set by the front before df_server_submit ---- */
+    char character[DF_NAME_MAX];  /* a character or model name */
+    int n_inputs;
+    df_job_input_t inputs[DF_MAX_IO];
+    int n_outputs;                /* 0: every output of the model */
+    df_job_output_t outputs[DF_MAX_IO];
+    int batch;                    /* B; 0: from the inputs' leading dim
+                                   * (1 when no input has one) */
+    uint32_t flags;               /* DF_POSE_*; 0: character default */
+    int64_t timeout_us;           /* 0: the model's timeout_us */
+    char clip[DF_NAME_MAX];       /* optional: "" or a clip name; its
+                                   * sample at clip_time fills the inputs
+                                   * the request does not give */
+    double clip_time;             /* seconds (with B>1: clip_time +
+                                   * b*clip_dt for pose b) */
+    double clip_dt;
+    df_job_done_cb done;          /* required */
+    void *user;                   /* passed to done */
+    uint64_t front_id;            /* free for the front (request id) */
+
+    /* ---- results, valid in done() and after ---- */
+    int status;                   /* DF_OK or DF_E* */
+    df_error_t err;               /* message when status != DF_OK */
+    char model_name[DF_NAME_MAX]; /* the model that served it */
+    int64_t model_version;
+    int64_t queue_us;             /* submit -> batch start */
+    int64_t compute_us;           /* evaluate + encode of its batch */
+    int batch_poses;              /* poses in the batch it ran in */
+    int batch_requests;           /* requests in that batch */
+    int batch_characters;         /* distinct characters in that batch */
+
+    /* ---- engine private (server/engine.c) ---- */
+    struct df__job_priv *priv;
+};
+
+/* A job from the server's pool, zeroed except for its private buffers.
+ * new: release with df_job_free. Returns NULL on out of memory. */
+df_job_t *df_job_new(df_server_t *s);
+/* Return a job to the pool (only while the front owns it). */
+void df_job_free(df_job_t **job);
+
+/* Validate and queue. Errors (done() will NOT run): DF_ENOTFOUND unknown
+ * character / input / output, DF_EINVAL bad shape (the message names the
+ * input and the expected shape), DF_ELIMIT too many poses, DF_EOVERLOAD
+ * the model's queue is full, DF_ESHUTDOWN the server is stopping. */
+int df_server_submit(df_server_t *s, df_job_t *job, df_error_t *err);
+
+/* ------------------------------------------------------ lookups for fronts */
+
+/* What a front needs to describe a character (KServe model metadata, mesh,
+ * socket INFO). The model reference keeps the mesh and descriptions alive. */
+typedef struct df_char_info {
+    char name[DF_NAME_MAX];        /* the character's name */
+    char model_name[DF_NAME_MAX];  /* the model serving it */
+    int64_t version;
+    df_model_t *model;             /* new reference: df_char_info_release */
+    df_encoding_t encoding;        /* character's default output encoding */
+    uint32_t flags;                /* character's default DF_POSE_* */
+    int max_batch_size;
+    int n_characters;              /* characters sharing the model */
+    char characters[8][DF_NAME_MAX]; /* first 8 of them */
+} df_char_info_t;
+
+/* DF_ENOTFOUND when no such character is loaded. */
+int df_server_character(df_server_t *s, const char *name,
+                        df_char_info_t *out /* OUT */, df_error_t *err);
+void df_char_info_release(df_char_info_t *info);
+
+/* Repository index (KServe repository extension). */
+typedef struct df_index_entry {
+    char name[DF_NAME_MAX];        /* model directory name */
+    int64_t version;               /* loaded version, -1 when none */
+    int ready;                     /* serving */
+    char reason[256];              /* why not ready / last load error */
+    int n_characters;
+    char characters[8][DF_NAME_MAX];
+} df_index_entry_t;
+
+/* Fills up to max entries; returns the total count. */
+size_t df_server_index(df_server_t *s, df_index_entry_t *out, size_t max);
+
+/* Every servable name (characters and bare models), sorted. Returns the
+ * count, fills up to max names. */
+size_t df_server_names(df_server_t *s, char (*out)[DF_NAME_MAX], size_t max);
+
+/* Load (or reload) / unload a model by repository directory name. A reload
+ * validates the new version fully before swapping; on failure the old
+ * version keeps serving and the error says why. In-flight requests finish
+ * on the version they were queued with. */
+int df_server_load(df_server_t *s, const char *model, df_error_t *err);
+int df_server_unload(df_server_t *s, const char *model, df_error_t *err);
+/* Rescan the repository: load new models, reload existing ones, unload
+ * models whose directory vanished. Returns the number of failures. */
+int df_server_rescan(df_server_t *s);
+
+int df_server_ready(df_server_t *s);   /* 1 once the repository loaded */
+
+/* Prometheus text exposition. *text new: free(). */
+int df_server_metrics(df_server_t *s, char **text, size_t *len);
+
+/* ------------------------------------------------------------ lifecycle */
+
+/* Create the engine (no models loaded, no threads yet). cfg borrowed for
+ * the server's lifetime. *out new: df_server_free. */
+int df_server_new(const struct df_config *cfg, df_server_t **out,
+                  df_error_t *err);
+/* Load the repository and start the workers. */
+int df_server_start(df_server_t *s, df_error_t *err);
+/* Stop accepting (submit -> DF_ESHUTDOWN), then wait up to timeout_ms for
+ * queued and running jobs to complete. Returns the number of jobs still in
+ * flight (0 = drained). */
+int df_server_drain(df_server_t *s, int64_t timeout_ms);
+/* Stops the workers; jobs still queued complete with DF_ESHUTDOWN. */
+void df_server_free(df_server_t **s);
+
+/* The configuration the server runs with (borrowed). */
+const struct df_config *df_server_config(const df_server_t *s);
+
+/* Status mapping shared by the fronts' docs: DF_E* -> HTTP status. */
+int df_http_status_for(int code);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
