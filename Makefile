@@ -131,6 +131,7 @@ demo: all
 
 # README command 2.
 test: deps
+	@tools/deps.sh --test
 	@$(MAKE) --no-print-directory tests-build
 	@B=$(B) BIN=$(BIN) tests/run.sh
 
