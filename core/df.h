@@ -277,6 +277,10 @@ typedef struct df_kind {
 const df_kind_t *df_kind_find(const char *name);
 size_t df_kind_count(void);
 const df_kind_t *df_kind_at(size_t i);
+/* Register a kind at run time (plugins, tests). k is borrowed and must
+ * outlive the process. DF_EINVAL if a kind of that name exists, DF_ELIMIT
+ * when the table (16 entries) is full. Not thread-safe: call at start-up. */
+int df_kind_register(const df_kind_t *k);
 
 /* ------------------------------------------------------------ repository */
 

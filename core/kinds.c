@@ -4,6 +4,8 @@
  * df_kind_<name>`. They are referenced weakly so that a kind still under
  * construction does not break the build: a kind whose file is absent is
  * simply not listed. The server and tools find kinds by name only.
+ * df_kind_register() appends kinds at run time (plugins, test-only kinds);
+ * they are listed after the built-in ones.
  */
 #include "df.h"
 #include <string.h>
@@ -12,6 +14,21 @@ extern const df_kind_t df_kind_rigged __attribute__((weak));
 extern const df_kind_t df_kind_rigapprox __attribute__((weak));
 extern const df_kind_t df_kind_garment __attribute__((weak));
 extern const df_kind_t df_kind_retarget __attribute__((weak));
+
+#define DF__MAX_REGISTERED 16
+static const df_kind_t *registered[DF__MAX_REGISTERED];
+static size_t n_registered;
+
+static const df_kind_t *all_kinds(size_t i);
+
+int df_kind_register(const df_kind_t *k)
+{
+    if (!k || !k->name || !k->load || !k->evaluate) return DF_EINVAL;
+    if (df_kind_find(k->name)) return DF_EINVAL;
+    if (n_registered >= DF__MAX_REGISTERED) return DF_ELIMIT;
+    registered[n_registered++] = k;
+    return DF_OK;
+}
 
 static const df_kind_t *all_kinds(size_t i)
 {
@@ -22,6 +39,7 @@ static const df_kind_t *all_kinds(size_t i)
         if (!t[j]) continue;
         if (k++ == i) return t[j];
     }
+    if (i - k < n_registered) return registered[i - k];
     return NULL;
 }
 
