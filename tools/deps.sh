@@ -60,8 +60,13 @@ if [ "$need_npm" -eq 1 ]; then
     fi
 fi
 
-# The viewer's copy of three.js (served by deformd at /viewer/vendor/, no CDN).
+# The viewer's copies of three.js and of our browser client (served by
+# deformd at /viewer/vendor/, no CDN; vendor/ is gitignored).
 V=server/www/vendor
+if ! cmp -s "$JS/deformd.js" "$V/deformd.js" 2>/dev/null; then
+    mkdir -p "$V"
+    cp "$JS/deformd.js" "$V/deformd.js"
+fi
 for f in three.module.js three.core.js; do
     src=$JS/node_modules/three/build/$f
     [ -f "$src" ] || continue

@@ -1,0 +1,289 @@
+// viewer.js — deformd's web viewer (served at /viewer/ by the daemon).
+//
+// DESIGN
+// The page is a thin client: every vertex it draws was computed by deformd.
+// It lists the servable characters (GET /v2/repository/index), reads a
+// character's metadata (GET /v2/models/{name}: inputs, morphs, clips) and
+// rest mesh (GET /v2/models/{name}/mesh: positions + triangles, once), then
+// for each frame sends one infer request through ../vendor/deformd.js (binary
+// data extension, float32/float16/int16 as chosen) and copies the returned
+// positions into a three.js BufferGeometry. Clips play by asking the daemon
+// to sample the clip at a time (request parameters "clip" and "clip_time"),
+// morph sliders send "weights". At most one request is in flight: a frame
+// that arrives late is simply followed by the newest state (no queue).
+//
+// For tests and scripting, window.viewer exposes select(name) and
+// show({clip, time, weights}) which resolve once the frame is drawn.
+import * as THREE from 'three';
+import { OrbitControls } from './vendor/OrbitControls.js';
+import { DeformdClient } from './vendor/deformd.js';
+
+const client = new DeformdClient('');
+const $ = (id) => document.getElementById(id);
+
+// ------------------------------------------------------------------ scene
+const view = $('view');
+const renderer = new THREE.WebGLRenderer({ antialias: true, preserveDrawingBuffer: true });
+renderer.setPixelRatio(window.devicePixelRatio || 1);
+view.appendChild(renderer.domElement);
+const scene = new THREE.Scene();
+scene.background = new THREE.Color(0x30353d);
+const camera = new THREE.PerspectiveCamera(40, 1, 0.01, 1000);
+const controls = new OrbitControls(camera, renderer.domElement);
+scene.add(new THREE.HemisphereLight(0xffffff, 0x444455, 1.6));
+const sun = new THREE.DirectionalLight(0xffffff, 1.8);
+sun.position.set(1, 2, 1.5);
+scene.add(sun);
+const material = new THREE.MeshStandardMaterial({ color: 0xd9a066, roughness: 0.65, metalness: 0.0, side: THREE.DoubleSide });
+let mesh = null;
+
+function resize() {
+  const w = view.clientWidth || 640;
+  const h = view.clientHeight || 480;
+  renderer.setSize(w, h, false);
+  camera.aspect = w / h;
+  camera.updateProjectionMatrix();
+}
+window.addEventListener('resize', () => { resize(); render(); });
+controls.addEventListener('change', () => render());
+function render() { renderer.render(scene, camera); }
+
+// ------------------------------------------------------------------ state
+const st = {
+  name: null, meta: null, clips: [], morphs: [], nverts: 0,
+  clip: '', time: 0, weights: null, playing: false,
+  inflight: null, dirty: false, frames: 0, lastMs: 0, lastBytes: 0,
+};
+
+function showError(e) { $('error').textContent = e ? String(e.message || e) : ''; }
+
+function flatten(v) { return Array.isArray(v) ? v.flat(Infinity) : Array.from(v || []); }
+
+function paramList(meta, key) {
+  const p = (meta && meta.parameters) || {};
+  let v = p[key];
+  if (v && typeof v === 'object' && 'string_param' in v) v = v.string_param;
+  if (typeof v === 'string') { try { v = JSON.parse(v); } catch (_) { v = v.split(','); } }
+  return Array.isArray(v) ? v : [];
+}
+
+function clipDuration(c) {
+  if (c.duration != null) return Number(c.duration);
+  if (Array.isArray(c.times) && c.times.length) return Number(c.times[c.times.length - 1]);
+  return 1.0;
+}
+
+// ------------------------------------------------------------- characters
+async function loadCharacters() {
+  const names = await client.list();
+  const sel = $('character');
+  sel.innerHTML = '';
+  for (const n of names) sel.add(new Option(n, n));
+  return names;
+}
+
+async function select(name) {
+  showError('');
+  st.playing = false;
+  $('play').textContent = 'play';
+  st.name = name;
+  $('character').value = name;
+  const meta = await client.info(name);
+  const rest = await client.mesh(name);
+  st.meta = meta;
+  st.clips = paramList(meta, 'clips').map((c) => (typeof c === 'string' ? { name: c } : c));
+  st.morphs = paramList(meta, 'morphs').map((m) => (typeof m === 'string' ? m : m.name));
+  const hasWeights = (meta.inputs || []).some((i) => i.name === 'weights');
+  if (!hasWeights) st.morphs = [];
+  st.weights = st.morphs.length ? new Float32Array(st.morphs.length) : null;
+  buildMesh(rest);
+  buildClipUI();
+  buildMorphUI();
+  st.clip = st.clips.length ? st.clips[0].name : '';
+  st.time = 0;
+  $('clip').value = st.clip;
+  await requestFrame();
+}
+
+function buildMesh(rest) {
+  const r = rest.mesh || rest;
+  const pos = Float32Array.from(flatten(r.positions));
+  const tri = flatten(r.triangles || r.indices);
+  st.nverts = pos.length / 3;
+  const g = new THREE.BufferGeometry();
+  g.setAttribute('position', new THREE.BufferAttribute(pos, 3).setUsage(THREE.DynamicDrawUsage));
+  g.setIndex(st.nverts > 65535 ? new THREE.Uint32BufferAttribute(tri, 1) : new THREE.Uint16BufferAttribute(tri, 1));
+  g.computeVertexNormals();
+  g.computeBoundingBox();
+  if (mesh) { scene.remove(mesh); mesh.geometry.dispose(); }
+  mesh = new THREE.Mesh(g, material);
+  scene.add(mesh);
+  frameCamera(g.boundingBox);
+}
+
+function frameCamera(box) {
+  const c = box.getCenter(new THREE.Vector3());
+  const s = box.getSize(new THREE.Vector3());
+  const r = Math.max(s.length() / 2, 1e-3);
+  // look along the bbox's thinnest axis, with the next-thinnest as "up" so
+  // that the longest extent spans the screen (assets differ in up axis).
+  const axes = [0, 1, 2].sort((a, b) => s.getComponent(a) - s.getComponent(b));
+  const dir = new THREE.Vector3(); dir.setComponent(axes[0], 1);
+  const up = new THREE.Vector3(); up.setComponent(axes[1], 1);
+  dir.add(up.clone().multiplyScalar(0.35)).add(new THREE.Vector3().setComponent(axes[2], 0.35)).normalize();
+  camera.up.copy(up);
+  camera.position.copy(c).addScaledVector(dir, r * 2.6);
+  camera.near = r / 100; camera.far = r * 100;
+  camera.updateProjectionMatrix();
+  controls.target.copy(c);
+  controls.update();
+}
+
+function buildClipUI() {
+  const sel = $('clip');
+  sel.innerHTML = '';
+  sel.add(new Option('(rest / sliders)', ''));
+  for (const c of st.clips) sel.add(new Option(c.name, c.name));
+  $('clipbox').style.display = st.clips.length ? '' : 'none';
+}
+
+function buildMorphUI() {
+  const box = $('morphs');
+  box.innerHTML = '';
+  $('morphbox').style.display = st.morphs.length ? '' : 'none';
+  st.morphs.forEach((m, i) => {
+    const d = document.createElement('div');
+    d.className = 'slider';
+    d.innerHTML = `<label>${m} <span>0.00</span></label><input type="range" min="0" max="1" step="0.01" value="0">`;
+    const inp = d.querySelector('input');
+    inp.addEventListener('input', () => {
+      st.weights[i] = Number(inp.value);
+      d.querySelector('span').textContent = Number(inp.value).toFixed(2);
+      requestFrame();
+    });
+    box.appendChild(d);
+  });
+}
+
+// ----------------------------------------------------------------- frames
+function requestBody() {
+  const inputs = {};
+  const parameters = {};
+  if (st.clip) {
+    parameters.clip = st.clip;
+    parameters.clip_time = st.time;
+  }
+  if (st.weights && (!st.clip || st.weights.some((w) => w !== 0))) {
+    inputs.weights = { shape: [st.weights.length], data: st.weights };
+  }
+  return {
+    inputs,
+    opts: {
+      outputs: ['positions'],
+      encoding: $('encoding').value === 'float32' ? undefined : $('encoding').value,
+      skinning: $('skinning').value || undefined,
+      parameters,
+    },
+  };
+}
+
+// Ask for the current state; resolves when it is drawn. Coalesces: while a
+// request is in flight, later calls wait for one more request with the
+// newest state.
+function requestFrame() {
+  if (st.inflight) { st.dirty = true; return st.inflight.then(() => (st.dirty ? requestFrame() : undefined)); }
+  st.dirty = false;
+  const { inputs, opts } = requestBody();
+  const t0 = performance.now();
+  st.inflight = client.infer(st.name, inputs, opts).then((out) => {
+    const p = out.positions;
+    if (!p || p.data.length !== st.nverts * 3) throw new Error(`positions: got ${p ? p.data.length : 0} values, mesh has ${st.nverts * 3}`);
+    const attr = mesh.geometry.getAttribute('position');
+    attr.array.set(p.data);
+    attr.needsUpdate = true;
+    mesh.geometry.computeVertexNormals();
+    render();
+    st.frames++;
+    st.lastMs = performance.now() - t0;
+    st.lastBytes = p.data.length * ($('encoding').value === 'float32' ? 4 : 2);
+    status();
+  }).catch((e) => { showError(e); throw e; }).finally(() => { st.inflight = null; });
+  return st.inflight;
+}
+
+function status() {
+  const m = st.meta || {};
+  const p = m.parameters || {};
+  $('status').textContent = [
+    `character ${st.name}` + (p.model ? ` (model ${p.model.string_param || p.model})` : ''),
+    `vertices  ${st.nverts}`,
+    `clip      ${st.clip || '-'} @ ${st.time.toFixed(3)} s`,
+    `frames    ${st.frames}`,
+    `last      ${st.lastMs.toFixed(1)} ms, ${(st.lastBytes / 1024).toFixed(0)} KiB positions`,
+  ].join('\n');
+  $('timeval').textContent = `${st.time.toFixed(2)} s`;
+}
+
+// ---------------------------------------------------------------- playing
+function currentClip() { return st.clips.find((c) => c.name === st.clip); }
+
+let lastTick = 0;
+async function tick(now) {
+  if (!st.playing) return;
+  const c = currentClip();
+  if (c && !st.inflight) {
+    const dt = lastTick ? (now - lastTick) / 1000 : 0;
+    const dur = clipDuration(c);
+    st.time = dur > 0 ? (st.time + dt) % dur : 0;
+    $('time').value = dur > 0 ? st.time / dur : 0;
+    lastTick = now;
+    requestFrame().catch(() => { st.playing = false; });
+  }
+  requestAnimationFrame(tick);
+}
+
+$('play').addEventListener('click', () => {
+  st.playing = !st.playing && !!st.clip;
+  $('play').textContent = st.playing ? 'pause' : 'play';
+  lastTick = 0;
+  if (st.playing) requestAnimationFrame(tick);
+});
+$('time').addEventListener('input', () => {
+  const c = currentClip();
+  st.time = c ? Number($('time').value) * clipDuration(c) : 0;
+  requestFrame();
+});
+$('clip').addEventListener('change', () => { st.clip = $('clip').value; st.time = 0; requestFrame(); });
+$('character').addEventListener('change', () => select($('character').value).catch(showError));
+$('skinning').addEventListener('change', () => requestFrame());
+$('encoding').addEventListener('change', () => requestFrame());
+
+// ------------------------------------------------------------ scripting API
+window.viewer = {
+  client,
+  state: st,
+  select,
+  // show({clip, time, weights}): set the state, resolve once it is drawn
+  async show(o = {}) {
+    if (o.clip !== undefined) st.clip = o.clip;
+    if (o.time !== undefined) st.time = o.time;
+    if (o.weights && st.weights) st.weights.set(o.weights);
+    await requestFrame();
+    return st.frames;
+  },
+};
+
+async function main() {
+  resize();
+  render();
+  try {
+    const names = await loadCharacters();
+    const want = new URLSearchParams(location.search).get('character');
+    if (names.length) await select(want && names.includes(want) ? want : names[0]);
+    window.viewer.ready = true;
+  } catch (e) {
+    showError(e);
+    window.viewer.error = String(e.message || e);
+  }
+}
+main();
