@@ -1,0 +1,236 @@
+/* rigged_eval.c — evaluation of a `rigged` model for a batch of poses.
+ *
+ * DESIGN
+ * Order of work for a batch of B poses:
+ *  1. validate every pose's inputs and flags first (finite values, non-zero
+ *     quaternions, not both LBS and DQS), so a bad pose fails the batch
+ *     before any output is written, with the pose and input named;
+ *  2. morph targets for the whole batch as ONE GEMM: the deltas tensor
+ *     [M,N,3] is already a column-major 3N x M matrix; the weights of the
+ *     poses that have non-zero weights are gathered into an M x Bm matrix
+ *     and rest positions are copied into the 3N x Bm result (beta = 1).
+ *     Bm == 1 uses sgemv (sgemm at n=1 is 4-6x slower, MEASUREMENTS.md).
+ *     Poses without weights read the rest positions directly;
+ *  3. per pose: FK (world_j = world_parent * T R S), skin matrices
+ *     S_j = world_j * inverse_bind_j, then the LBS or DQS kernel (skin.c).
+ * Scratch holds everything (morph results, weight matrix, joint data); the
+ * function allocates nothing.
+ */
+#include "mathx.h"
+#include "rigged_internal.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <string.h>
+
+#define E(code, ...) df_error_set(err, code, __VA_ARGS__)
+
+static size_t al16(size_t n) { return (n + 15) & ~(size_t)15; } /* floats */
+
+static size_t pos_stride(const df__rig_t *r) { return al16((size_t)r->N * 3 + 4); }
+
+size_t df__rig_scratch_bytes(const df_model_t *m, int n)
+{
+    const df__rig_t *r = m->impl;
+    size_t J = (size_t)r->J, B = (size_t)n;
+    size_t fl = 0;
+    if (r->M > 0) fl += B * pos_stride(r) + al16((size_t)r->M * B);
+    fl += pos_stride(r);                 /* positions sink */
+    fl += al16(J * 12) * 2 + al16(J * 16) * 2 + al16(J * 8);
+    fl += al16(B);                       /* morph column of each pose */
+    return fl * sizeof(float) + 64;
+}
+
+void df__rig_skin_matrices(const df__rig_t *r, const float *rot,
+                           const float *tr, const float *mat, float *world,
+                           float *skin)
+{
+    for (int64_t j = 0; j < r->J; j++) {
+        float *wj = world + 12 * j;
+        if (mat) {
+            memcpy(wj, mat + 12 * j, 12 * sizeof(float));
+        } else {
+            float q[4], local[12];
+            memcpy(q, rot ? rot + 4 * j : r->rest_q + 4 * j, sizeof q);
+            if (rot) df_quat_normalize(q);
+            const float *t = tr ? tr + 3 * j : r->rest_t + 3 * j;
+            df_m34_from_trs(t, q, r->rest_s + 3 * j, local);
+            int32_t p = r->parents[j];
+            if (p >= 0)
+                df_m34_mul(world + 12 * p, local, wj);
+            else
+                memcpy(wj, local, sizeof local);
+        }
+        df_m34_mul(wj, r->ibm + 12 * j, skin + 12 * j);
+    }
+}
+
+static const float *pose_in(const df_batch_t *b, int idx, int p)
+{
+    if (idx < 0 || !b->in[idx]) return NULL;
+    return b->in[idx][p];
+}
+
+static int check_finite(const float *x, int64_t n, int p, const char *name,
+                        df_error_t *err)
+{
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite(x[i]))
+            return E(DF_EINVAL, "pose %d: input '%s' element %lld is not "
+                                "finite", p, name, (long long)i);
+    return DF_OK;
+}
+
+static int validate(const df__rig_t *r, const df_batch_t *b, df_error_t *err)
+{
+    int rc;
+    for (int p = 0; p < b->n; p++) {
+        uint32_t fl = b->flags ? b->flags[p] : 0;
+        if ((fl & DF_POSE_LBS) && (fl & DF_POSE_DQS))
+            return E(DF_EINVAL, "pose %d: flags ask for both LBS and DQS", p);
+        const float *w = pose_in(b, r->in_w, p);
+        const float *q = pose_in(b, r->in_rot, p);
+        const float *t = pose_in(b, r->in_tr, p);
+        const float *mt = pose_in(b, r->in_mat, p);
+        if (w && (rc = check_finite(w, r->M, p, "weights", err))) return rc;
+        if (t && (rc = check_finite(t, r->J * 3, p, "joint_translations", err)))
+            return rc;
+        if (mt && (rc = check_finite(mt, r->J * 12, p, "joint_matrices", err)))
+            return rc;
+        if (q) {
+            if ((rc = check_finite(q, r->J * 4, p, "joint_rotations", err)))
+                return rc;
+            for (int64_t j = 0; j < r->J; j++) {
+                const float *x = q + 4 * j;
+                double n = sqrt((double)x[0] * x[0] + (double)x[1] * x[1] +
+                                (double)x[2] * x[2] + (double)x[3] * x[3]);
+                if (!(n > 1e-6))
+                    return E(DF_EINVAL,
+                             "pose %d: input 'joint_rotations' joint %lld: "
+                             "quaternion norm %g (must be > 1e-6)",
+                             p, (long long)j, n);
+            }
+        }
+    }
+    return DF_OK;
+}
+
+/* DQS inputs for one pose: rigid part as dual quaternions, scale/shear part
+ * in skin-matrix layout. Returns 1 when some joint is not rigid. */
+static int dqs_prepare(const df__rig_t *r, const float *skin, float *dq,
+                       float *lin)
+{
+    int any = 0;
+    static const float ident[12] = {1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0};
+    for (int64_t j = 0; j < r->J; j++) {
+        const float *s = skin + 12 * j;
+        float L[9], R[9], P[9], q[4], t[3] = {s[3], s[7], s[11]};
+        df_m34_linear(s, L);
+        /* rigid when L^T L = I and det > 0 (to float round-off) */
+        float dev = 0;
+        for (int a = 0; a < 3; a++)
+            for (int c = 0; c < 3; c++) {
+                float d = L[a] * L[c] + L[3 + a] * L[3 + c] +
+                          L[6 + a] * L[6 + c] - (a == c ? 1.0f : 0.0f);
+                dev = fmaxf(dev, fabsf(d));
+            }
+        if (dev < 1e-5f && df_m33_det(L) > 0) {
+            df_quat_from_m33(L, q);
+            df__skin_pack(ident, lin + 16 * j);
+        } else {
+            df_m33_polar(L, R, P); /* mirror/singular: R = I, P = L */
+            df_quat_from_m33(R, q);
+            float pm[12] = {P[0], P[1], P[2], 0, P[3], P[4],
+                            P[5], 0,    P[6], P[7], P[8], 0};
+            df__skin_pack(pm, lin + 16 * j);
+            any = 1;
+        }
+        df_dq_from_qt(q, t, dq + 8 * j);
+    }
+    return any;
+}
+
+int df__rig_evaluate(const df_model_t *m, const df_batch_t *b, void *scratch,
+                     df_error_t *err)
+{
+    const df__rig_t *r = m->impl;
+    int rc = validate(r, b, err);
+    if (rc) return rc;
+    const int B = b->n;
+    const size_t N3 = (size_t)r->N * 3, J = (size_t)r->J, M = (size_t)r->M;
+    const size_t ps = pos_stride(r);
+
+    /* carve scratch (64-byte aligned base, 16-float aligned regions) */
+    float *s = (float *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
+    float *C = NULL, *Wm = NULL;
+    if (M > 0) {
+        C = s;
+        s += (size_t)B * ps;
+        Wm = s;
+        s += al16(M * (size_t)B);
+    }
+    float *sink = s;
+    s += ps;
+    float *world = s;
+    s += al16(J * 12);
+    float *skin = s;
+    s += al16(J * 12);
+    float *packed = s;
+    s += al16(J * 16);
+    float *lin = s;
+    s += al16(J * 16);
+    float *dq = s;
+    s += al16(J * 8);
+    int32_t *col = (int32_t *)s;
+
+    /* 1. morph targets: one GEMM for the batch */
+    int nm = 0;
+    for (int p = 0; p < B; p++) {
+        col[p] = -1;
+        const float *w = pose_in(b, r->in_w, p);
+        if (!w) continue;
+        size_t i;
+        for (i = 0; i < M && w[i] == 0.0f; i++) {}
+        if (i == M) continue; /* all zero: rest */
+        col[p] = nm;
+        memcpy(Wm + (size_t)nm * M, w, M * sizeof(float));
+        memcpy(C + (size_t)nm * ps, r->rest, N3 * sizeof(float));
+        nm++;
+    }
+    if (nm == 1)
+        cblas_sgemv(CblasColMajor, CblasNoTrans, (int)N3, (int)M, 1.0f,
+                    r->deltas, (int)N3, Wm, 1, 1.0f, C, 1);
+    else if (nm > 1)
+        cblas_sgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, (int)N3, nm,
+                    (int)M, 1.0f, r->deltas, (int)N3, Wm, (int)M, 1.0f, C,
+                    (int)ps);
+
+    /* 2-3. per pose: FK, skin matrices, skinning */
+    for (int p = 0; p < B; p++) {
+        const float *src = col[p] >= 0 ? C + (size_t)col[p] * ps : r->rest;
+        float *op = b->out[0] ? b->out[0][p] : NULL;
+        float *on = b->out[1] ? b->out[1][p] : NULL;
+        if (J == 0) {
+            if (op) memcpy(op, src, N3 * sizeof(float));
+            if (on) memcpy(on, r->rest_nrm, N3 * sizeof(float));
+            continue;
+        }
+        if (!op && !on) continue;
+        if (!op) op = sink;
+        df__rig_skin_matrices(r, pose_in(b, r->in_rot, p),
+                              pose_in(b, r->in_tr, p),
+                              pose_in(b, r->in_mat, p), world, skin);
+        uint32_t fl = b->flags ? b->flags[p] : 0;
+        int use_dqs = (fl & DF_POSE_DQS) ? 1 : (fl & DF_POSE_LBS) ? 0 : r->dqs;
+        const float *nin = on ? r->rest_nrm : NULL;
+        if (!use_dqs) {
+            for (size_t j = 0; j < J; j++)
+                df__skin_pack(skin + 12 * j, packed + 16 * j);
+            df__skin_lbs(&r->skin, packed, src, nin, op, on);
+        } else {
+            int any = dqs_prepare(r, skin, dq, lin);
+            df__skin_dqs(&r->skin, dq, any ? lin : NULL, src, nin, op, on);
+        }
+    }
+    return DF_OK;
+}

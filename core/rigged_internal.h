@@ -1,0 +1,54 @@
+/* rigged_internal.h — the loaded `rigged` model (core-internal), shared by
+ * kind_rigged.c (load, validation, clips) and rigged_eval.c (evaluation).
+ *
+ * Everything here is immutable after load and owned by the impl (freed by
+ * the kind's destroy). Arrays are copies of the file's tensors, validated
+ * and normalised (unit quaternions, weights summing to exactly 1 in float
+ * accumulation), plus the layouts evaluation wants (padded rest arrays,
+ * blocked influences).
+ */
+#ifndef DF_RIGGED_INTERNAL_H
+#define DF_RIGGED_INTERNAL_H
+
+#include "model_internal.h"
+#include "skin.h"
+
+typedef struct df__rig_clip {
+    char *name;
+    int64_t F;
+    float *times;  /* [F] increasing */
+    float *rot;    /* [F,J,4] unit, or NULL */
+    float *tr;     /* [F,J,3] or NULL */
+    float *w;      /* [F,M] or NULL */
+    float *mat;    /* [F,J,12] or NULL */
+} df__rig_clip_t;
+
+typedef struct df__rig {
+    int64_t N, T, M, J, K;
+    float *rest;      /* [3N + 4] (padded: kernels read 4 floats/vertex) */
+    float *rest_nrm;  /* [3N + 4] unit (or zero for isolated vertices) */
+    float *deltas;    /* [M,N,3] = column-major 3N x M, or NULL */
+    int32_t *parents; /* [J] */
+    float *rest_t;    /* [J,3] */
+    float *rest_q;    /* [J,4] unit */
+    float *rest_s;    /* [J,3] */
+    float *ibm;       /* [J,12] affine part of inverse_bind_matrices */
+    df__skin_t skin;
+    int dqs;          /* default skinning: 1 = DQS, 0 = LBS */
+    /* input indices (-1 when the model has no such input) */
+    int in_w, in_rot, in_tr, in_mat;
+    size_t n_clips;
+    df__rig_clip_t *clips;
+} df__rig_t;
+
+/* rigged_eval.c */
+size_t df__rig_scratch_bytes(const df_model_t *m, int n);
+int df__rig_evaluate(const df_model_t *m, const df_batch_t *b, void *scratch,
+                     df_error_t *err);
+/* Skin matrices of one pose: S_j = world_j * ibm_j, row-major 3x4 [J,12].
+ * rot/tr/mat as the inputs (NULL = rest); world: [J,12] workspace. */
+void df__rig_skin_matrices(const df__rig_t *r, const float *rot,
+                           const float *tr, const float *mat, float *world,
+                           float *skin);
+
+#endif

@@ -1,0 +1,322 @@
+/* skin.c — LBS and DQS kernels over the blocked influence layout (skin.h).
+ *
+ * DESIGN
+ * Skinning is compute-bound when written as a plain loop (~9 ns/vertex,
+ * MEASUREMENTS.md) because every vertex blends K 3x4 matrices. The AVX2
+ * kernel keeps each joint's matrix as two 8-float registers (columns c0c1,
+ * c2c3, see skin.h), so blending is 2 FMAs per influence with a broadcast
+ * weight, and the transform is 2 FMAs + a lane fold. Matrices (64 B per
+ * joint) stay in L1 for any realistic skeleton; the per-vertex stream is
+ * position (12 B) + k*(4+4) B of influences + output.
+ *
+ * We vectorise over the 12 matrix entries rather than over 8 vertices: the
+ * across-vertex (SoA) form needs 12 gathers per influence per 8 vertices,
+ * and gathers of matrix entries cost more than the whole per-vertex FMA
+ * chain here (measured in docs/rigged.md). Blocks still matter: they give
+ * a per-block slot count so the inner loop trip count is uniform and
+ * predictable.
+ *
+ * DQS is written in scalar C with an 8-wide inner blend the compiler
+ * vectorises; it is not on the critical path (LBS is the default).
+ */
+#include "skin.h"
+#include "mathx.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#define DF__SKIN_AVX2 1
+#endif
+
+typedef struct {
+    int32_t j;
+    float w;
+} infl_t;
+
+static void sort_desc(infl_t *a, int n)
+{
+    for (int i = 1; i < n; i++) { /* insertion sort, n <= 8 */
+        infl_t x = a[i];
+        int j = i - 1;
+        while (j >= 0 && a[j].w < x.w) {
+            a[j + 1] = a[j];
+            j--;
+        }
+        a[j + 1] = x;
+    }
+}
+
+int df__skin_build(df__skin_t *s, int64_t n, int k, const int32_t *joints,
+                   const float *weights)
+{
+    memset(s, 0, sizeof *s);
+    s->n = n;
+    s->nblocks = (n + DF__SKIN_BLOCK - 1) / DF__SKIN_BLOCK;
+    int64_t nb = s->nblocks;
+    s->off = calloc((size_t)nb + 1, sizeof *s->off);
+    s->kb = calloc((size_t)nb + 1, 1);
+    if (!s->off || !s->kb) goto oom;
+    /* pass 1: slots per block */
+    uint64_t total = 0;
+    for (int64_t b = 0; b < nb; b++) {
+        int kb = 0;
+        for (int i = 0; i < DF__SKIN_BLOCK; i++) {
+            int64_t v = b * DF__SKIN_BLOCK + i;
+            if (v >= n) break;
+            int c = 0;
+            for (int q = 0; q < k; q++) c += weights[v * k + q] > 0.0f;
+            if (c > kb) kb = c;
+        }
+        if (kb == 0) kb = 1; /* cannot happen for validated rows */
+        s->kb[b] = (uint8_t)kb;
+        s->off[b] = total;
+        total += (uint64_t)kb * DF__SKIN_BLOCK;
+        if (kb > s->kmax) s->kmax = kb;
+    }
+    s->off[nb] = total;
+    s->joints = calloc((size_t)total + 1, sizeof *s->joints);
+    s->weights = calloc((size_t)total + 1, sizeof *s->weights);
+    if (!s->joints || !s->weights) goto oom;
+    /* pass 2: fill, sorted by weight, zero weights dropped */
+    for (int64_t b = 0; b < nb; b++) {
+        int kb = s->kb[b];
+        for (int i = 0; i < DF__SKIN_BLOCK; i++) {
+            int64_t v = b * DF__SKIN_BLOCK + i;
+            if (v >= n) break;
+            infl_t a[8];
+            int c = 0;
+            for (int q = 0; q < k && c < 8; q++)
+                if (weights[v * k + q] > 0.0f) {
+                    a[c].j = joints[v * k + q];
+                    a[c].w = weights[v * k + q];
+                    c++;
+                }
+            sort_desc(a, c);
+            uint64_t e = s->off[b] + (uint64_t)i * kb;
+            for (int q = 0; q < c; q++) {
+                s->joints[e + q] = a[q].j;
+                s->weights[e + q] = a[q].w;
+            }
+        }
+    }
+    return DF_OK;
+oom:
+    df__skin_free(s);
+    return DF_ENOMEM;
+}
+
+void df__skin_free(df__skin_t *s)
+{
+    if (!s) return;
+    free(s->off);
+    free(s->kb);
+    free(s->joints);
+    free(s->weights);
+    memset(s, 0, sizeof *s);
+}
+
+void df__skin_pack(const float m[12], float out[16])
+{
+    for (int c = 0; c < 4; c++) {
+        out[4 * c + 0] = m[c];
+        out[4 * c + 1] = m[4 + c];
+        out[4 * c + 2] = m[8 + c];
+        out[4 * c + 3] = 0.0f;
+    }
+}
+
+/* ------------------------------------------------------------ LBS scalar */
+
+void df__skin_lbs_scalar(const df__skin_t *s, const float *mats,
+                         const float *pos, const float *nrm, float *out_pos,
+                         float *out_nrm)
+{
+    for (int64_t b = 0; b < s->nblocks; b++) {
+        int kb = s->kb[b];
+        const int32_t *J = s->joints + s->off[b];
+        const float *W = s->weights + s->off[b];
+        for (int i = 0; i < DF__SKIN_BLOCK; i++) {
+            int64_t v = b * DF__SKIN_BLOCK + i;
+            if (v >= s->n) return;
+            float m[16] = {0};
+            for (int q = 0; q < kb; q++) {
+                const float *sm = mats + 16 * (size_t)J[i * kb + q];
+                float w = W[i * kb + q];
+                for (int e = 0; e < 16; e++) m[e] += w * sm[e];
+            }
+            const float *p = pos + 3 * v;
+            for (int r = 0; r < 3; r++)
+                out_pos[3 * v + r] =
+                    m[r] * p[0] + m[4 + r] * p[1] + m[8 + r] * p[2] + m[12 + r];
+            if (out_nrm) {
+                const float *nn = nrm + 3 * v;
+                float o[3];
+                for (int r = 0; r < 3; r++)
+                    o[r] = m[r] * nn[0] + m[4 + r] * nn[1] + m[8 + r] * nn[2];
+                float l2 = o[0] * o[0] + o[1] * o[1] + o[2] * o[2];
+                float inv = 1.0f / sqrtf(l2 > 1e-30f ? l2 : 1e-30f);
+                for (int r = 0; r < 3; r++) out_nrm[3 * v + r] = o[r] * inv;
+            }
+        }
+    }
+}
+
+/* -------------------------------------------------------------- LBS AVX2 */
+
+#ifdef DF__SKIN_AVX2
+static inline void store3(float *dst, __m128 r, int last)
+{
+    if (!last) {
+        _mm_storeu_ps(dst, r); /* 4th lane overwritten by the next vertex */
+    } else {
+        float t[4];
+        _mm_storeu_ps(t, r);
+        dst[0] = t[0];
+        dst[1] = t[1];
+        dst[2] = t[2];
+    }
+}
+
+static void lbs_avx2(const df__skin_t *s, const float *mats, const float *pos,
+                     const float *nrm, float *out_pos, float *out_nrm)
+{
+    const __m256i ixy = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
+    const __m256i iz = _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3);
+    const __m128 one3 = _mm_setr_ps(0, 0, 0, 1.0f);
+    const __m128 tiny = _mm_set1_ps(1e-30f);
+    const int64_t n = s->n;
+    for (int64_t b = 0; b < s->nblocks; b++) {
+        const int kb = s->kb[b];
+        const int32_t *J = s->joints + s->off[b];
+        const float *W = s->weights + s->off[b];
+        int64_t v0 = b * DF__SKIN_BLOCK;
+        int cnt = (int)(n - v0 < DF__SKIN_BLOCK ? n - v0 : DF__SKIN_BLOCK);
+        for (int i = 0; i < cnt; i++, J += kb, W += kb) {
+            int64_t v = v0 + i;
+            const float *m0 = mats + 16 * (size_t)J[0];
+            __m256 w = _mm256_broadcast_ss(W);
+            __m256 a = _mm256_mul_ps(w, _mm256_load_ps(m0));
+            __m256 c = _mm256_mul_ps(w, _mm256_load_ps(m0 + 8));
+            for (int q = 1; q < kb; q++) {
+                const float *mq = mats + 16 * (size_t)J[q];
+                w = _mm256_broadcast_ss(W + q);
+                a = _mm256_fmadd_ps(w, _mm256_load_ps(mq), a);
+                c = _mm256_fmadd_ps(w, _mm256_load_ps(mq + 8), c);
+            }
+            /* p = (x y z 1): lanes (x x x x y y y y), (z z z z 1 1 1 1) */
+            __m128 p = _mm_blend_ps(_mm_loadu_ps(pos + 3 * v), one3, 0x8);
+            __m256 p8 = _mm256_castps128_ps256(p);
+            __m256 r = _mm256_fmadd_ps(
+                a, _mm256_permutevar8x32_ps(p8, ixy),
+                _mm256_mul_ps(c, _mm256_permutevar8x32_ps(p8, iz)));
+            __m128 rp = _mm_add_ps(_mm256_castps256_ps128(r),
+                                   _mm256_extractf128_ps(r, 1));
+            store3(out_pos + 3 * v, rp, v == n - 1);
+            if (out_nrm) {
+                __m128 nv = _mm_blend_ps(_mm_loadu_ps(nrm + 3 * v),
+                                         _mm_setzero_ps(), 0x8);
+                __m256 n8 = _mm256_castps128_ps256(nv);
+                __m256 rn = _mm256_fmadd_ps(
+                    a, _mm256_permutevar8x32_ps(n8, ixy),
+                    _mm256_mul_ps(c, _mm256_permutevar8x32_ps(n8, iz)));
+                __m128 o = _mm_add_ps(_mm256_castps256_ps128(rn),
+                                      _mm256_extractf128_ps(rn, 1));
+                __m128 l2 = _mm_max_ps(_mm_dp_ps(o, o, 0x7F), tiny);
+                o = _mm_div_ps(o, _mm_sqrt_ps(l2));
+                store3(out_nrm + 3 * v, o, v == n - 1);
+            }
+        }
+    }
+}
+#endif
+
+void df__skin_lbs(const df__skin_t *s, const float *mats, const float *pos,
+                  const float *nrm, float *out_pos, float *out_nrm)
+{
+#ifdef DF__SKIN_AVX2
+    lbs_avx2(s, mats, pos, nrm, out_pos, out_nrm);
+#else
+    df__skin_lbs_scalar(s, mats, pos, nrm, out_pos, out_nrm);
+#endif
+}
+
+/* ------------------------------------------------------------------- DQS */
+
+void df__skin_dqs(const df__skin_t *s, const float *dq, const float *lin,
+                  const float *pos, const float *nrm, float *out_pos,
+                  float *out_nrm)
+{
+    for (int64_t b = 0; b < s->nblocks; b++) {
+        int kb = s->kb[b];
+        const int32_t *J = s->joints + s->off[b];
+        const float *W = s->weights + s->off[b];
+        for (int i = 0; i < DF__SKIN_BLOCK; i++) {
+            int64_t v = b * DF__SKIN_BLOCK + i;
+            if (v >= s->n) return;
+            const int32_t *jv = J + i * kb;
+            const float *wv = W + i * kb;
+            float p[3] = {pos[3 * v], pos[3 * v + 1], pos[3 * v + 2]};
+            float nn[3] = {0, 0, 0};
+            if (out_nrm) {
+                nn[0] = nrm[3 * v];
+                nn[1] = nrm[3 * v + 1];
+                nn[2] = nrm[3 * v + 2];
+            }
+            if (lin) { /* phase 1: blended scale/shear */
+                float m[12] = {0};
+                for (int q = 0; q < kb; q++) {
+                    const float *l = lin + 16 * (size_t)jv[q];
+                    for (int e = 0; e < 12; e++) m[e] += wv[q] * l[e];
+                }
+                float t[3], u[3];
+                for (int r = 0; r < 3; r++) {
+                    t[r] = m[r] * p[0] + m[4 + r] * p[1] + m[8 + r] * p[2];
+                    u[r] = m[r] * nn[0] + m[4 + r] * nn[1] + m[8 + r] * nn[2];
+                }
+                memcpy(p, t, sizeof p);
+                memcpy(nn, u, sizeof nn);
+            }
+            /* phase 2: blend dual quaternions, sign relative to the first */
+            const float *d0 = dq + 8 * (size_t)jv[0];
+            float bl[8];
+            for (int e = 0; e < 8; e++) bl[e] = wv[0] * d0[e];
+            for (int q = 1; q < kb; q++) {
+                const float *dk = dq + 8 * (size_t)jv[q];
+                float dot = d0[0] * dk[0] + d0[1] * dk[1] + d0[2] * dk[2] +
+                            d0[3] * dk[3];
+                float w = dot < 0 ? -wv[q] : wv[q];
+                for (int e = 0; e < 8; e++) bl[e] += w * dk[e];
+            }
+            float l2 = bl[0] * bl[0] + bl[1] * bl[1] + bl[2] * bl[2] +
+                       bl[3] * bl[3];
+            float inv = 1.0f / sqrtf(l2 > 1e-30f ? l2 : 1e-30f);
+            float r[4], d[4];
+            for (int e = 0; e < 4; e++) {
+                r[e] = bl[e] * inv;
+                d[e] = bl[4 + e] * inv;
+            }
+            /* t = 2 (r.w d.v - d.w r.v + r.v x d.v) */
+            float tx = 2.0f * (r[3] * d[0] - d[3] * r[0] + r[1] * d[2] -
+                               r[2] * d[1]);
+            float ty = 2.0f * (r[3] * d[1] - d[3] * r[1] + r[2] * d[0] -
+                               r[0] * d[2]);
+            float tz = 2.0f * (r[3] * d[2] - d[3] * r[2] + r[0] * d[1] -
+                               r[1] * d[0]);
+            float o[3];
+            df_quat_rotate(r, p, o);
+            out_pos[3 * v] = o[0] + tx;
+            out_pos[3 * v + 1] = o[1] + ty;
+            out_pos[3 * v + 2] = o[2] + tz;
+            if (out_nrm) {
+                df_quat_rotate(r, nn, o);
+                float nl = o[0] * o[0] + o[1] * o[1] + o[2] * o[2];
+                float ni = 1.0f / sqrtf(nl > 1e-30f ? nl : 1e-30f);
+                out_nrm[3 * v] = o[0] * ni;
+                out_nrm[3 * v + 1] = o[1] * ni;
+                out_nrm[3 * v + 2] = o[2] * ni;
+            }
+        }
+    }
+}
