@@ -1,0 +1,264 @@
+/* nn.c — MLP forward/backward as GEMMs (OpenBLAS), Adam / SGD-momentum,
+ * L1 / L2 losses, seeded RNG. See nn.h for the design.
+ */
+#include "nn.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+double df_rng_normal(df_rng_t *r)
+{
+    double u1 = df_rng_u01(r), u2 = df_rng_u01(r);
+    if (u1 < 1e-300) u1 = 1e-300;
+    return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+}
+
+double df_rng_trunc_normal(df_rng_t *r, double mu, double sigma, double lo,
+                           double hi)
+{
+    if (!(hi > lo)) return lo;
+    for (int i = 0; i < 64; i++) {
+        double x = mu + sigma * df_rng_normal(r);
+        if (x >= lo && x <= hi) return x;
+    }
+    return lo + (hi - lo) * df_rng_u01(r);
+}
+
+static int mlp_alloc(int n_layers, const int *dims, df_mlp_t **out,
+                     df_error_t *err)
+{
+    if (n_layers < 1 || n_layers > DF_MLP_MAX_LAYERS)
+        return df_error_set(err, DF_EINVAL, "mlp: %d layers (1..%d)",
+                            n_layers, DF_MLP_MAX_LAYERS);
+    for (int l = 0; l <= n_layers; l++)
+        if (dims[l] < 1 || dims[l] > (1 << 20))
+            return df_error_set(err, DF_EINVAL, "mlp: width %d of layer %d",
+                                dims[l], l);
+    df_mlp_t *m = calloc(1, sizeof *m);
+    if (!m) return df_error_set(err, DF_ENOMEM, "mlp: out of memory");
+    m->n_layers = n_layers;
+    m->owns = 1;
+    for (int l = 0; l <= n_layers; l++) m->dims[l] = dims[l];
+    for (int l = 0; l < n_layers; l++) {
+        m->w[l] = calloc((size_t)dims[l + 1] * dims[l], sizeof(float));
+        m->b[l] = calloc((size_t)dims[l + 1], sizeof(float));
+        if (!m->w[l] || !m->b[l]) {
+            df_mlp_free(&m);
+            return df_error_set(err, DF_ENOMEM, "mlp: out of memory");
+        }
+    }
+    *out = m;
+    return DF_OK;
+}
+
+int df_mlp_new(int n_layers, const int *dims, uint64_t seed, df_mlp_t **out,
+               df_error_t *err)
+{
+    int rc = mlp_alloc(n_layers, dims, out, err);
+    if (rc) return rc;
+    df_rng_t r = {seed * 0x2545F4914F6CDD1DULL + 17};
+    for (int l = 0; l < n_layers; l++) {
+        double sd = sqrt(2.0 / dims[l]);
+        if (l == n_layers - 1) sd = sqrt(1.0 / dims[l]);
+        size_t n = (size_t)dims[l + 1] * dims[l];
+        for (size_t i = 0; i < n; i++)
+            (*out)->w[l][i] = (float)(sd * df_rng_normal(&r));
+    }
+    return DF_OK;
+}
+
+int df_mlp_new_like(const df_mlp_t *m, df_mlp_t **out, df_error_t *err)
+{
+    return mlp_alloc(m->n_layers, m->dims, out, err);
+}
+
+void df_mlp_free(df_mlp_t **pm)
+{
+    if (!pm || !*pm) return;
+    df_mlp_t *m = *pm;
+    if (m->owns)
+        for (int l = 0; l < m->n_layers; l++) {
+            free(m->w[l]);
+            free(m->b[l]);
+        }
+    free(m);
+    *pm = NULL;
+}
+
+int64_t df_mlp_n_params(const df_mlp_t *m)
+{
+    int64_t n = 0;
+    for (int l = 0; l < m->n_layers; l++)
+        n += (int64_t)m->dims[l + 1] * (m->dims[l] + 1);
+    return n;
+}
+
+int df_mlp_copy(df_mlp_t *dst, const df_mlp_t *src)
+{
+    DF_ASSERT(dst->n_layers == src->n_layers);
+    for (int l = 0; l < src->n_layers; l++) {
+        memcpy(dst->w[l], src->w[l],
+               sizeof(float) * src->dims[l + 1] * src->dims[l]);
+        memcpy(dst->b[l], src->b[l], sizeof(float) * src->dims[l + 1]);
+    }
+    return DF_OK;
+}
+
+void df_mlp_zero(df_mlp_t *g)
+{
+    for (int l = 0; l < g->n_layers; l++) {
+        memset(g->w[l], 0, sizeof(float) * g->dims[l + 1] * g->dims[l]);
+        memset(g->b[l], 0, sizeof(float) * g->dims[l + 1]);
+    }
+}
+
+size_t df_mlp_work_floats(const df_mlp_t *m, int B)
+{
+    size_t n = 0;
+    for (int l = 1; l <= m->n_layers; l++) n += (size_t)B * m->dims[l];
+    return n;
+}
+
+float *df_mlp_forward(const df_mlp_t *m, int B, const float *x, float *act)
+{
+    const float *in = x;
+    float *y = act;
+    for (int l = 0; l < m->n_layers; l++) {
+        int ni = m->dims[l], no = m->dims[l + 1];
+        if (B == 1) {
+            memcpy(y, m->b[l], sizeof(float) * no);
+            cblas_sgemv(CblasRowMajor, CblasNoTrans, no, ni, 1.0f, m->w[l], ni,
+                        in, 1, 1.0f, y, 1);
+        } else {
+            for (int b = 0; b < B; b++)
+                memcpy(y + (size_t)b * no, m->b[l], sizeof(float) * no);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, no, ni,
+                        1.0f, in, ni, m->w[l], ni, 1.0f, y, no);
+        }
+        if (l < m->n_layers - 1) {
+            size_t n = (size_t)B * no;
+            for (size_t i = 0; i < n; i++) y[i] = y[i] > 0.0f ? y[i] : 0.0f;
+        }
+        in = y;
+        y += (size_t)B * no;
+    }
+    return (float *)in;
+}
+
+void df_mlp_backward(const df_mlp_t *m, int B, const float *x,
+                     const float *act, float *dy, df_mlp_t *g, float *dx,
+                     float *tmp)
+{
+    /* offsets of each layer's output in act */
+    size_t off[DF_MLP_MAX_LAYERS + 1];
+    off[0] = 0;
+    for (int l = 0; l < m->n_layers; l++)
+        off[l + 1] = off[l] + (size_t)B * m->dims[l + 1];
+    float *cur = dy; /* gradient w.r.t. output of layer l (post-activation) */
+    for (int l = m->n_layers - 1; l >= 0; l--) {
+        int ni = m->dims[l], no = m->dims[l + 1];
+        const float *y = act + off[l];
+        if (l < m->n_layers - 1) { /* ReLU mask */
+            size_t n = (size_t)B * no;
+            for (size_t i = 0; i < n; i++)
+                if (y[i] <= 0.0f) cur[i] = 0.0f;
+        }
+        const float *in = l ? act + off[l - 1] : x;
+        /* dW += cur^T in ; db += sum_b cur */
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, no, ni, B, 1.0f,
+                    cur, no, in, ni, 1.0f, g->w[l], ni);
+        for (int b = 0; b < B; b++) {
+            const float *c = cur + (size_t)b * no;
+            for (int o = 0; o < no; o++) g->b[l][o] += c[o];
+        }
+        /* tmp's layer-(l-1) region never aliases cur (layer l region) */
+        float *prev = l > 0 ? tmp + off[l - 1] : dx;
+        if (prev)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, ni, no,
+                        1.0f, cur, no, m->w[l], ni, 0.0f, prev, ni);
+        cur = prev;
+    }
+}
+
+int df_mlp_opt_init(df_mlp_opt_t *o, const df_mlp_t *m, int adam, float lr,
+                    df_error_t *err)
+{
+    memset(o, 0, sizeof *o);
+    o->adam = adam;
+    o->lr = lr;
+    o->beta1 = 0.9f;
+    o->beta2 = 0.999f;
+    o->eps = 1e-8f;
+    o->momentum = 0.9f;
+    int rc = df_mlp_new_like(m, &o->m1, err);
+    if (!rc && adam) rc = df_mlp_new_like(m, &o->m2, err);
+    if (rc) df_mlp_opt_free(o);
+    return rc;
+}
+
+void df_mlp_opt_free(df_mlp_opt_t *o)
+{
+    df_mlp_free(&o->m1);
+    df_mlp_free(&o->m2);
+}
+
+static void step_arr(df_mlp_opt_t *o, float *p, const float *g, float *m1,
+                     float *m2, size_t n, float c1, float c2)
+{
+    if (o->adam) {
+        for (size_t i = 0; i < n; i++) {
+            float gi = g[i] + o->weight_decay * p[i];
+            m1[i] = o->beta1 * m1[i] + (1 - o->beta1) * gi;
+            m2[i] = o->beta2 * m2[i] + (1 - o->beta2) * gi * gi;
+            p[i] -= o->lr * (m1[i] / c1) / (sqrtf(m2[i] / c2) + o->eps);
+        }
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            float gi = g[i] + o->weight_decay * p[i];
+            m1[i] = o->momentum * m1[i] + gi;
+            p[i] -= o->lr * m1[i];
+        }
+    }
+}
+
+void df_mlp_opt_step(df_mlp_opt_t *o, df_mlp_t *m, const df_mlp_t *g)
+{
+    o->t++;
+    float c1 = 1.0f - powf(o->beta1, (float)o->t);
+    float c2 = 1.0f - powf(o->beta2, (float)o->t);
+    for (int l = 0; l < m->n_layers; l++) {
+        size_t nw = (size_t)m->dims[l + 1] * m->dims[l];
+        step_arr(o, m->w[l], g->w[l], o->m1->w[l], o->adam ? o->m2->w[l] : NULL,
+                 nw, c1, c2);
+        step_arr(o, m->b[l], g->b[l], o->m1->b[l], o->adam ? o->m2->b[l] : NULL,
+                 (size_t)m->dims[l + 1], c1, c2);
+    }
+}
+
+double df_loss_l1(int64_t n, const float *pred, const float *target,
+                  float *grad)
+{
+    double s = 0;
+    float inv = 1.0f / (float)n;
+    for (int64_t i = 0; i < n; i++) {
+        float d = pred[i] - target[i];
+        s += fabsf(d);
+        if (grad) grad[i] = d > 0 ? inv : (d < 0 ? -inv : 0.0f);
+    }
+    return s / (double)n;
+}
+
+double df_loss_l2(int64_t n, const float *pred, const float *target,
+                  float *grad)
+{
+    double s = 0;
+    float inv = 2.0f / (float)n;
+    for (int64_t i = 0; i < n; i++) {
+        float d = pred[i] - target[i];
+        s += (double)d * d;
+        if (grad) grad[i] = d * inv;
+    }
+    return s / (double)n;
+}
