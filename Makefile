@@ -98,9 +98,10 @@ $(SOCLIENT): $(CLIENT_PIC) $(patsubst %.c,$(B)/pic/%.o,$(PROTO_SRC))
 $(BIN)/deformd: $(SERVER_OBJ) $(LIBPROTO) $(LIBCORE)
 	@mkdir -p $(BIN)
 	$(CC) $(ALLCFLAGS) -o $@ $(SERVER_OBJ) $(LIBPROTO) $(LIBCORE) $(LDLIBS_SRV)
+# whole-archive: kinds are weakly referenced by core/kinds.c, so nothing else pulls them in
 $(BIN)/deform: $(TOOL_OBJ) $(LIBCORE)
 	@mkdir -p $(BIN)
-	$(CC) $(ALLCFLAGS) -o $@ $(TOOL_OBJ) $(LIBCORE) -lassimp $(LDLIBS_CORE)
+	$(CC) $(ALLCFLAGS) -o $@ $(TOOL_OBJ) -Wl,--whole-archive $(LIBCORE) -Wl,--no-whole-archive -lassimp $(LDLIBS_CORE)
 $(BIN)/deformctl: $(CTL_OBJ) $(LIBCLIENT)
 	@mkdir -p $(BIN)
 	$(CC) $(ALLCFLAGS) -o $@ $(CTL_OBJ) $(LIBCLIENT) -lcurl -lpthread -lm

@@ -1,0 +1,934 @@
+/* import_scene.c — an assimp scene becomes one `rigged` model (df_rigged_data_t).
+ *
+ * DESIGN (docs/import.md has the user-level description)
+ *  - assimp reads the file with Triangulate | JoinIdenticalVertices | ValidateDataStructure;
+ *    never PreTransformVertices (it would bake the node hierarchy away). Non-triangle
+ *    primitives (points, lines) are dropped and counted.
+ *  - The node tree is flattened depth-first (parents before children). Joints are the nodes
+ *    that are bones, the nodes that carry a mesh without bones in a skinned character (bound
+ *    rigidly: one influence of weight 1), and all their ancestors up to the scene root, so
+ *    FK reproduces every node transform above the skin. A scene without bones gets joints only
+ *    when an animation moves a node above one of its meshes (then every mesh is rigid);
+ *    otherwise it is a static mesh with 0 joints in world space.
+ *  - Bind space. assimp gives one offset matrix per (mesh, bone): mesh space -> bone space. Our
+ *    file has one inverse bind matrix per joint, so all meshes must share one bind space. We
+ *    use the world bind pose: for the first mesh that uses a bone, IBM_j = offset * G_mesh^-1
+ *    and its vertices are stored as G_mesh * v. A later mesh sharing a bone j gets the
+ *    transform X = IBM_j^-1 * offset (so IBM_j X v = offset v exactly); its other bones are
+ *    checked against X and disagreements counted. Skinning results do not depend on this
+ *    choice (IBM_j * X = offset), only the stored rest mesh does.
+ *  - Rest local transforms are the node matrices decomposed into T, R (quaternion), S.
+ *  - Clips: one per aiAnimation; key times are the union of the key times of every channel
+ *    that targets a joint (and of morph channels), in seconds = ticks / mTicksPerSecond
+ *    (25 when 0, assimp's convention). Each channel is sampled at every union time by linear
+ *    interpolation (slerp for rotations), clamped outside its keys; joints without a channel
+ *    keep their rest transform. Because lerp/slerp between two samples taken on one segment
+ *    reproduces the segment, sampling the clip later between union keys is exact too. Our
+ *    clips have no per-key scale: a clip whose scale keys move away from the rest scale is
+ *    stored as world matrices (clip/<i>/matrices) computed here by FK.
+ *  - Morph targets: aiMesh::mAnimMeshes hold absolute positions; deltas = anim - base (in bind
+ *    space). Every mesh's targets get their own global index; aiMeshMorphAnim channels (named
+ *    after the node that holds the mesh) become the clip's weights.
+ */
+#include "import.h"
+
+#include <assimp/cimport.h>
+#include <assimp/postprocess.h>
+#include <assimp/scene.h>
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+/* ------------------------------------------------------ double matrix helpers */
+
+static void m4_mul(const double a[16], const double b[16], double out[16])
+{
+    double r[16];
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 4; j++) {
+            double s = 0;
+            for (int k = 0; k < 4; k++) s += a[i * 4 + k] * b[k * 4 + j];
+            r[i * 4 + j] = s;
+        }
+    memcpy(out, r, sizeof r);
+}
+
+static void m4_from_ai(const struct aiMatrix4x4 *a, double m[16])
+{
+    const ai_real *p = &a->a1; /* a1..a4, b1..b4, ... : row-major */
+    for (int i = 0; i < 16; i++) m[i] = p[i];
+}
+
+/* Inverse of an affine matrix (last row 0 0 0 1). Returns 0 when singular. */
+static int m4_inv_affine(const double a[16], double out[16])
+{
+    double c00 = a[5] * a[10] - a[6] * a[9], c01 = a[6] * a[8] - a[4] * a[10],
+           c02 = a[4] * a[9] - a[5] * a[8];
+    double det = a[0] * c00 + a[1] * c01 + a[2] * c02;
+    if (!(fabs(det) > 1e-300)) return 0;
+    double id = 1.0 / det, r[16];
+    r[0] = c00 * id;
+    r[1] = (a[2] * a[9] - a[1] * a[10]) * id;
+    r[2] = (a[1] * a[6] - a[2] * a[5]) * id;
+    r[4] = c01 * id;
+    r[5] = (a[0] * a[10] - a[2] * a[8]) * id;
+    r[6] = (a[2] * a[4] - a[0] * a[6]) * id;
+    r[8] = c02 * id;
+    r[9] = (a[1] * a[8] - a[0] * a[9]) * id;
+    r[10] = (a[0] * a[5] - a[1] * a[4]) * id;
+    for (int i = 0; i < 3; i++)
+        r[i * 4 + 3] = -(r[i * 4] * a[3] + r[i * 4 + 1] * a[7] + r[i * 4 + 2] * a[11]);
+    r[12] = r[13] = r[14] = 0;
+    r[15] = 1;
+    memcpy(out, r, sizeof r);
+    return 1;
+}
+
+static void m4_point(const double m[16], const double v[3], double o[3])
+{
+    for (int i = 0; i < 3; i++)
+        o[i] = m[i * 4] * v[0] + m[i * 4 + 1] * v[1] + m[i * 4 + 2] * v[2] + m[i * 4 + 3];
+}
+
+static void m4_vec(const double m[16], const double v[3], double o[3])
+{
+    for (int i = 0; i < 3; i++)
+        o[i] = m[i * 4] * v[0] + m[i * 4 + 1] * v[1] + m[i * 4 + 2] * v[2];
+}
+
+/* q = x,y,z,w */
+static void quat_to_m3(const double q[4], double r[9])
+{
+    double x = q[0], y = q[1], z = q[2], w = q[3];
+    r[0] = 1 - 2 * (y * y + z * z); r[1] = 2 * (x * y - z * w); r[2] = 2 * (x * z + y * w);
+    r[3] = 2 * (x * y + z * w); r[4] = 1 - 2 * (x * x + z * z); r[5] = 2 * (y * z - x * w);
+    r[6] = 2 * (x * z - y * w); r[7] = 2 * (y * z + x * w); r[8] = 1 - 2 * (x * x + y * y);
+}
+
+static void quat_norm(double q[4])
+{
+    double n = sqrt(q[0] * q[0] + q[1] * q[1] + q[2] * q[2] + q[3] * q[3]);
+    if (n < 1e-12) { q[0] = q[1] = q[2] = 0; q[3] = 1; return; }
+    for (int i = 0; i < 4; i++) q[i] /= n;
+}
+
+static void m3_to_quat(const double r[9], double q[4])
+{
+    double tr = r[0] + r[4] + r[8];
+    if (tr > 0) {
+        double s = sqrt(tr + 1.0) * 2;
+        q[3] = 0.25 * s; q[0] = (r[7] - r[5]) / s; q[1] = (r[2] - r[6]) / s; q[2] = (r[3] - r[1]) / s;
+    } else if (r[0] > r[4] && r[0] > r[8]) {
+        double s = sqrt(1.0 + r[0] - r[4] - r[8]) * 2;
+        q[3] = (r[7] - r[5]) / s; q[0] = 0.25 * s; q[1] = (r[1] + r[3]) / s; q[2] = (r[2] + r[6]) / s;
+    } else if (r[4] > r[8]) {
+        double s = sqrt(1.0 + r[4] - r[0] - r[8]) * 2;
+        q[3] = (r[2] - r[6]) / s; q[0] = (r[1] + r[3]) / s; q[1] = 0.25 * s; q[2] = (r[5] + r[7]) / s;
+    } else {
+        double s = sqrt(1.0 + r[8] - r[0] - r[4]) * 2;
+        q[3] = (r[3] - r[1]) / s; q[0] = (r[2] + r[6]) / s; q[1] = (r[5] + r[7]) / s; q[2] = 0.25 * s;
+    }
+    quat_norm(q);
+}
+
+static void trs_compose(const double t[3], const double q[4], const double s[3], double m[16])
+{
+    double r[9];
+    quat_to_m3(q, r);
+    for (int i = 0; i < 3; i++) {
+        for (int j = 0; j < 3; j++) m[i * 4 + j] = r[i * 3 + j] * s[j];
+        m[i * 4 + 3] = t[i];
+    }
+    m[12] = m[13] = m[14] = 0;
+    m[15] = 1;
+}
+
+/* Affine m -> T, R, S (S's first axis negative when det < 0). Returns the max abs error of
+ * recomposing (non-zero for shear). */
+static double trs_decompose(const double m[16], double t[3], double q[4], double s[3])
+{
+    double r[9];
+    for (int i = 0; i < 3; i++) t[i] = m[i * 4 + 3];
+    for (int j = 0; j < 3; j++)
+        s[j] = sqrt(m[j] * m[j] + m[4 + j] * m[4 + j] + m[8 + j] * m[8 + j]);
+    double det = m[0] * (m[5] * m[10] - m[6] * m[9]) - m[1] * (m[4] * m[10] - m[6] * m[8]) +
+                 m[2] * (m[4] * m[9] - m[5] * m[8]);
+    if (det < 0) s[0] = -s[0];
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 3; j++) r[i * 3 + j] = s[j] != 0 ? m[i * 4 + j] / s[j] : (i == j);
+    m3_to_quat(r, q);
+    double back[16], e = 0;
+    trs_compose(t, q, s, back);
+    for (int i = 0; i < 12; i++) e = fmax(e, fabs(back[i] - m[i]));
+    return e;
+}
+
+static void quat_slerp(const double a[4], const double b0[4], double u, double o[4])
+{
+    double b[4] = {b0[0], b0[1], b0[2], b0[3]};
+    double d = a[0] * b[0] + a[1] * b[1] + a[2] * b[2] + a[3] * b[3];
+    if (d < 0) { d = -d; for (int i = 0; i < 4; i++) b[i] = -b[i]; }
+    double wa, wb;
+    if (d > 0.9999995) { wa = 1 - u; wb = u; }
+    else {
+        double th = acos(d), st = sin(th);
+        wa = sin((1 - u) * th) / st;
+        wb = sin(u * th) / st;
+    }
+    for (int i = 0; i < 4; i++) o[i] = wa * a[i] + wb * b[i];
+    quat_norm(o);
+}
+
+/* ------------------------------------------------------------- key sampling */
+
+/* Index i of the segment [k_i, k_i+1] containing t (clamped), and the fraction. */
+static unsigned seg_find(const double *times, size_t stride, unsigned n, double t, double *u)
+{
+#define KT(i) (*(const double *)((const char *)times + (size_t)(i) * stride))
+    if (n <= 1 || t <= KT(0)) { *u = 0; return 0; }
+    if (t >= KT(n - 1)) { *u = 0; return n - 1; }
+    unsigned lo = 0, hi = n - 1; /* KT(lo) <= t < KT(hi) */
+    while (hi - lo > 1) {
+        unsigned mid = (lo + hi) / 2;
+        if (KT(mid) <= t) lo = mid; else hi = mid;
+    }
+    double dt = KT(hi) - KT(lo);
+    *u = dt > 0 ? (t - KT(lo)) / dt : 0;
+    return lo;
+#undef KT
+}
+
+static void sample_vec(const struct aiVectorKey *k, unsigned n, double t, double o[3])
+{
+    double u;
+    unsigned i = seg_find(&k[0].mTime, sizeof *k, n, t, &u);
+    const struct aiVector3D *a = &k[i].mValue, *b = &k[i + (u > 0)].mValue;
+    o[0] = a->x + (b->x - a->x) * u;
+    o[1] = a->y + (b->y - a->y) * u;
+    o[2] = a->z + (b->z - a->z) * u;
+}
+
+static void sample_quat(const struct aiQuatKey *k, unsigned n, double t, double o[4])
+{
+    double u;
+    unsigned i = seg_find(&k[0].mTime, sizeof *k, n, t, &u);
+    const struct aiQuaternion *a = &k[i].mValue, *b = &k[i + (u > 0)].mValue;
+    double qa[4] = {a->x, a->y, a->z, a->w}, qb[4] = {b->x, b->y, b->z, b->w};
+    quat_norm(qa);
+    quat_norm(qb);
+    quat_slerp(qa, qb, u, o);
+}
+
+/* ------------------------------------------------------------ scene walking */
+
+typedef struct node {
+    const struct aiNode *ai;
+    int parent;        /* node index */
+    double local[16], global[16];
+    int joint;         /* joint index or -1 */
+    int mark;          /* needed as a joint */
+} node_t;
+
+typedef struct inst {
+    int node;
+    unsigned mesh;
+    int rigid;         /* bound rigidly to its node */
+} inst_t;
+
+typedef struct ctx {
+    const struct aiScene *sc;
+    node_t *nodes;
+    int n_nodes, cap_nodes;
+    inst_t *insts;
+    int n_insts, cap_insts;
+    df_error_t *err;
+} ctx_t;
+
+static int grow(void **p, int *cap, int need, size_t elem)
+{
+    if (need <= *cap) return 1;
+    int nc = *cap ? *cap * 2 : 64;
+    while (nc < need) nc *= 2;
+    void *q = realloc(*p, (size_t)nc * elem);
+    if (!q) return 0;
+    *p = q;
+    *cap = nc;
+    return 1;
+}
+
+static int walk(ctx_t *c, const struct aiNode *n, int parent, int depth)
+{
+    if (depth > 1000)
+        return df_error_set(c->err, DF_ELIMIT, "node hierarchy deeper than 1000 levels");
+    if (!grow((void **)&c->nodes, &c->cap_nodes, c->n_nodes + 1, sizeof(node_t)))
+        return df_error_set(c->err, DF_ENOMEM, "out of memory");
+    int me = c->n_nodes++;
+    node_t *nd = &c->nodes[me];
+    memset(nd, 0, sizeof *nd);
+    nd->ai = n;
+    nd->parent = parent;
+    nd->joint = -1;
+    m4_from_ai(&n->mTransformation, nd->local);
+    if (parent >= 0) m4_mul(c->nodes[parent].global, nd->local, nd->global);
+    else memcpy(nd->global, nd->local, sizeof nd->global);
+    for (unsigned k = 0; k < n->mNumMeshes; k++) {
+        if (n->mMeshes[k] >= c->sc->mNumMeshes) continue;
+        if (!grow((void **)&c->insts, &c->cap_insts, c->n_insts + 1, sizeof(inst_t)))
+            return df_error_set(c->err, DF_ENOMEM, "out of memory");
+        c->insts[c->n_insts++] = (inst_t){me, n->mMeshes[k], 0};
+    }
+    for (unsigned k = 0; k < n->mNumChildren; k++) {
+        int rc = walk(c, n->mChildren[k], me, depth + 1);
+        if (rc) return rc;
+    }
+    return DF_OK;
+}
+
+static int find_node(const ctx_t *c, const char *name)
+{
+    for (int i = 0; i < c->n_nodes; i++)
+        if (!strcmp(c->nodes[i].ai->mName.data, name)) return i;
+    return -1;
+}
+
+static int is_ancestor_or_self(const ctx_t *c, int a, int n)
+{
+    for (; n >= 0; n = c->nodes[n].parent)
+        if (n == a) return 1;
+    return 0;
+}
+
+static char *xstrdup(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *p = malloc(n);
+    if (p) memcpy(p, s, n);
+    return p;
+}
+
+/* Make names unique and non-empty: "" -> prefix<i>, repeats get ".<k>". */
+static int unique_name(char **names, int i, const char *want, const char *prefix, size_t maxlen)
+{
+    char base[256], buf[300];
+    if (want && *want) snprintf(base, sizeof base, "%s", want);
+    else snprintf(base, sizeof base, "%s%d", prefix, i);
+    if (strlen(base) > maxlen) base[maxlen] = 0;
+    snprintf(buf, sizeof buf, "%s", base);
+    for (int k = 1;; k++) {
+        int clash = 0;
+        for (int j = 0; j < i && !clash; j++) clash = !strcmp(names[j], buf);
+        if (!clash) break;
+        snprintf(buf, sizeof buf, "%.*s.%d", (int)(maxlen > 8 ? maxlen - 8 : maxlen), base, k);
+    }
+    names[i] = xstrdup(buf);
+    return names[i] != NULL;
+}
+
+/* ------------------------------------------------------------------ import */
+
+static int ext_is(const char *path, const char *ext)
+{
+    const char *d = strrchr(path, '.');
+    return d && !strcasecmp(d + 1, ext);
+}
+
+int df__import_scene(const char *path, const df__import_opts_t *opts, df_rigged_data_t *out,
+                     df__import_summary_t *sum, df_error_t *err)
+{
+    memset(out, 0, sizeof *out);
+    memset(sum, 0, sizeof *sum);
+    df_limits_t lim;
+    df_limits_default(&lim);
+    FILE *f = fopen(path, "rb");
+    if (!f) return df_error_set(err, DF_EIO, "%s: cannot open: %s", path, strerror(errno));
+    fclose(f);
+
+    struct aiPropertyStore *ps = aiCreatePropertyStore();
+    /* keep bones' nodes even when no vertex uses them; do not drop "$AssimpFbx$" pivots
+     * (they are nodes like any other and animation channels may target them) */
+    const struct aiScene *sc = aiImportFileExWithProperties(
+        path,
+        aiProcess_Triangulate | aiProcess_JoinIdenticalVertices | aiProcess_ValidateDataStructure,
+        NULL, ps);
+    aiReleasePropertyStore(ps);
+    if (!sc) return df_error_set(err, DF_EFORMAT, "%s: assimp cannot read it: %s", path,
+                                 aiGetErrorString());
+    ctx_t c = {.sc = sc, .err = err};
+    int rc = DF_OK;
+    int64_t N = 0, T = 0, M = 0;
+    int J = 0;
+    int *vbase = NULL, *mbase = NULL; /* per instance */
+    int32_t *cnt = NULL;
+    int32_t *tmpj = NULL;
+    float *tmpw = NULL;
+    double *X = NULL;         /* per instance bind transform */
+    double *ibm = NULL;       /* [n_nodes][16] */
+    char *ibm_set = NULL;
+    int *joint_node = NULL;
+
+    if (sc->mFlags & AI_SCENE_FLAGS_INCOMPLETE) {
+        rc = df_error_set(err, DF_EFORMAT, "%s: assimp read an incomplete scene", path);
+        goto done;
+    }
+    if (!sc->mRootNode || sc->mNumMeshes == 0) {
+        rc = df_error_set(err, DF_EINVAL, "%s: no mesh in this file (%u meshes, %u animations)",
+                          path, sc->mNumMeshes, sc->mNumAnimations);
+        goto done;
+    }
+    if ((rc = walk(&c, sc->mRootNode, -1, 0))) goto done;
+    if (c.n_insts == 0) {
+        rc = df_error_set(err, DF_EINVAL, "%s: no node references a mesh", path);
+        goto done;
+    }
+    sum->static_first_frame = ext_is(path, "md2") || ext_is(path, "md3") || ext_is(path, "mdl") ||
+                              ext_is(path, "mdc");
+
+    /* --- which meshes: skinned meshes once (their bones place them), others per instance */
+    int any_bones = 0;
+    for (unsigned m = 0; m < sc->mNumMeshes; m++) any_bones |= sc->mMeshes[m]->mNumBones > 0;
+    {
+        char *seen = calloc(sc->mNumMeshes, 1);
+        if (!seen) { rc = df_error_set(err, DF_ENOMEM, "out of memory"); goto done; }
+        int w = 0;
+        for (int i = 0; i < c.n_insts; i++) {
+            const struct aiMesh *am = sc->mMeshes[c.insts[i].mesh];
+            if (am->mNumBones > 0 && seen[c.insts[i].mesh]) continue;
+            seen[c.insts[i].mesh] = 1;
+            c.insts[w++] = c.insts[i];
+        }
+        c.n_insts = w;
+        free(seen);
+    }
+    /* an unskinned scene needs joints only if an animation moves a node above a mesh */
+    int use_joints = any_bones;
+    if (!any_bones)
+        for (unsigned a = 0; a < sc->mNumAnimations && !use_joints; a++)
+            for (unsigned ch = 0; ch < sc->mAnimations[a]->mNumChannels && !use_joints; ch++) {
+                int n = find_node(&c, sc->mAnimations[a]->mChannels[ch]->mNodeName.data);
+                for (int i = 0; n >= 0 && i < c.n_insts && !use_joints; i++)
+                    use_joints = is_ancestor_or_self(&c, n, c.insts[i].node);
+            }
+
+    /* --- joints: bones, rigid mesh nodes, and all ancestors */
+    if (use_joints) {
+        for (int i = 0; i < c.n_insts; i++) {
+            const struct aiMesh *am = sc->mMeshes[c.insts[i].mesh];
+            if (am->mNumBones == 0) {
+                c.insts[i].rigid = 1;
+                c.nodes[c.insts[i].node].mark = 1;
+                sum->n_rigid_meshes++;
+            }
+            for (unsigned b = 0; b < am->mNumBones; b++) {
+                int n = find_node(&c, am->mBones[b]->mName.data);
+                if (n < 0) {
+                    rc = df_error_set(err, DF_EFORMAT, "%s: mesh '%s' bone '%s' has no node in the "
+                                      "hierarchy", path, am->mName.data, am->mBones[b]->mName.data);
+                    goto done;
+                }
+                if (!c.nodes[n].mark) sum->n_bones++;
+                c.nodes[n].mark = 1;
+            }
+        }
+        for (int n = c.n_nodes - 1; n >= 0; n--)
+            if (c.nodes[n].mark && c.nodes[n].parent >= 0) c.nodes[c.nodes[n].parent].mark = 1;
+        for (int n = 0; n < c.n_nodes; n++)
+            if (c.nodes[n].mark) c.nodes[n].joint = J++;
+        if (J > lim.max_joints) {
+            rc = df_error_set(err, DF_ELIMIT, "%s: %d joints (limit %lld)", path, J,
+                              (long long)lim.max_joints);
+            goto done;
+        }
+    }
+
+    /* --- sizes */
+    vbase = calloc((size_t)c.n_insts + 1, sizeof *vbase);
+    mbase = calloc((size_t)c.n_insts + 1, sizeof *mbase);
+    X = calloc((size_t)c.n_insts * 16, sizeof *X);
+    if (!vbase || !mbase || !X) { rc = df_error_set(err, DF_ENOMEM, "out of memory"); goto done; }
+    int all_normals = 1;
+    for (int i = 0; i < c.n_insts; i++) {
+        const struct aiMesh *am = sc->mMeshes[c.insts[i].mesh];
+        vbase[i] = (int)N;
+        mbase[i] = (int)M;
+        N += am->mNumVertices;
+        M += am->mNumAnimMeshes;
+        for (unsigned fi = 0; fi < am->mNumFaces; fi++) {
+            if (am->mFaces[fi].mNumIndices == 3) T++;
+            else sum->n_skipped_faces++;
+        }
+        all_normals &= am->mNormals != NULL;
+    }
+    vbase[c.n_insts] = (int)N;
+    mbase[c.n_insts] = (int)M;
+    sum->n_meshes = c.n_insts;
+    if (N > lim.max_vertices || N > INT32_MAX) {
+        rc = df_error_set(err, DF_ELIMIT, "%s: %lld vertices (limit %lld)", path, (long long)N,
+                          (long long)lim.max_vertices);
+        goto done;
+    }
+    if (T == 0) {
+        rc = df_error_set(err, DF_EINVAL, "%s: no triangles (only points or lines)", path);
+        goto done;
+    }
+    if (M > lim.max_morphs) {
+        rc = df_error_set(err, DF_ELIMIT, "%s: %lld morph targets (limit %lld)", path,
+                          (long long)M, (long long)lim.max_morphs);
+        goto done;
+    }
+
+    /* --- bind transforms */
+    ibm = calloc((size_t)c.n_nodes * 16, sizeof *ibm);
+    ibm_set = calloc((size_t)c.n_nodes, 1);
+    if (!ibm || !ibm_set) { rc = df_error_set(err, DF_ENOMEM, "out of memory"); goto done; }
+    for (int i = 0; i < c.n_insts; i++) {
+        const struct aiMesh *am = sc->mMeshes[c.insts[i].mesh];
+        double *Xi = X + 16 * i;
+        const node_t *nd = &c.nodes[c.insts[i].node];
+        if (!use_joints) { memcpy(Xi, nd->global, sizeof nd->global); continue; }
+        if (c.insts[i].rigid) {
+            int n = c.insts[i].node;
+            if (ibm_set[n]) {
+                if (!m4_inv_affine(ibm + 16 * n, Xi)) goto singular;
+            } else {
+                memcpy(Xi, nd->global, sizeof nd->global);
+                if (!m4_inv_affine(nd->global, ibm + 16 * n)) goto singular;
+                ibm_set[n] = 1;
+            }
+            continue;
+        }
+        int have = 0;
+        for (unsigned b = 0; b < am->mNumBones && !have; b++) {
+            int n = find_node(&c, am->mBones[b]->mName.data);
+            if (ibm_set[n]) {
+                double off[16], inv[16];
+                m4_from_ai(&am->mBones[b]->mOffsetMatrix, off);
+                if (!m4_inv_affine(ibm + 16 * n, inv)) goto singular;
+                m4_mul(inv, off, Xi);
+                have = 1;
+            }
+        }
+        if (!have) memcpy(Xi, nd->global, sizeof nd->global);
+        double Xinv[16];
+        if (!m4_inv_affine(Xi, Xinv)) goto singular;
+        for (unsigned b = 0; b < am->mNumBones; b++) {
+            int n = find_node(&c, am->mBones[b]->mName.data);
+            double off[16];
+            m4_from_ai(&am->mBones[b]->mOffsetMatrix, off);
+            if (!ibm_set[n]) {
+                m4_mul(off, Xinv, ibm + 16 * n);
+                ibm_set[n] = 1;
+            } else {
+                double chk[16], e = 0, sc_ = 0;
+                m4_mul(ibm + 16 * n, Xi, chk);
+                for (int k = 0; k < 12; k++) {
+                    e = fmax(e, fabs(chk[k] - off[k]));
+                    sc_ = fmax(sc_, fabs(off[k]));
+                }
+                if (e > 1e-4 * fmax(1.0, sc_)) sum->n_inconsistent_binds++;
+            }
+        }
+    }
+    if (0) {
+    singular:
+        rc = df_error_set(err, DF_EFORMAT, "%s: a node or offset matrix is singular", path);
+        goto done;
+    }
+
+    /* --- output arrays */
+    out->n_vertices = N;
+    out->n_triangles = T;
+    out->positions = malloc((size_t)N * 3 * sizeof(float));
+    out->triangles = malloc((size_t)T * 3 * sizeof(uint32_t));
+    out->normals = all_normals ? malloc((size_t)N * 3 * sizeof(float)) : NULL;
+    out->skinning = opts && opts->skinning ? opts->skinning : "lbs";
+    if (!out->positions || !out->triangles || (all_normals && !out->normals)) goto oom;
+    {
+        int64_t t = 0;
+        for (int i = 0; i < c.n_insts; i++) {
+            const struct aiMesh *am = sc->mMeshes[c.insts[i].mesh];
+            const double *Xi = X + 16 * i;
+            double Ninv[16], NT[16];
+            m4_inv_affine(Xi, Ninv);
+            for (int r = 0; r < 4; r++)
+                for (int q = 0; q < 4; q++) NT[r * 4 + q] = Ninv[q * 4 + r];
+            for (unsigned v = 0; v < am->mNumVertices; v++) {
+                double p[3] = {am->mVertices[v].x, am->mVertices[v].y, am->mVertices[v].z}, o[3];
+                m4_point(Xi, p, o);
+                for (int k = 0; k < 3; k++) out->positions[(vbase[i] + v) * 3 + k] = (float)o[k];
+                if (out->normals) {
+                    double nn[3] = {am->mNormals[v].x, am->mNormals[v].y, am->mNormals[v].z};
+                    m4_vec(NT, nn, o);
+                    double l = sqrt(o[0] * o[0] + o[1] * o[1] + o[2] * o[2]);
+                    if (!(l > 1e-20) || !isfinite(l)) { o[0] = 0; o[1] = 1; o[2] = 0; l = 1; }
+                    for (int k = 0; k < 3; k++)
+                        out->normals[(vbase[i] + v) * 3 + k] = (float)(o[k] / l);
+                }
+            }
+            for (unsigned fi = 0; fi < am->mNumFaces; fi++) {
+                const struct aiFace *fc = &am->mFaces[fi];
+                if (fc->mNumIndices != 3) continue;
+                for (int k = 0; k < 3; k++)
+                    out->triangles[t * 3 + k] = (uint32_t)(vbase[i] + (int)fc->mIndices[k]);
+                t++;
+            }
+        }
+    }
+
+    /* --- morph targets */
+    if (M > 0) {
+        out->n_morphs = M;
+        out->morph_deltas = calloc((size_t)M * N * 3, sizeof(float));
+        out->morph_names = calloc((size_t)M, sizeof(char *));
+        if (!out->morph_deltas || !out->morph_names) goto oom;
+        for (int i = 0; i < c.n_insts; i++) {
+            const struct aiMesh *am = sc->mMeshes[c.insts[i].mesh];
+            const double *Xi = X + 16 * i;
+            for (unsigned k = 0; k < am->mNumAnimMeshes; k++) {
+                const struct aiAnimMesh *an = am->mAnimMeshes[k];
+                int gm = mbase[i] + (int)k;
+                char nm[300];
+                if (an->mName.length) snprintf(nm, sizeof nm, "%.200s", an->mName.data);
+                else snprintf(nm, sizeof nm, "%.200s%s%u", am->mName.data, am->mName.length ? "_" : "morph", k);
+                if (!unique_name(out->morph_names, gm, nm, "morph", 200)) goto oom;
+                if (!an->mVertices) continue;
+                if (an->mNumVertices != am->mNumVertices) {
+                    rc = df_error_set(err, DF_EFORMAT, "%s: mesh '%s' morph target %u has %u vertices, "
+                                      "the mesh has %u", path, am->mName.data, k, an->mNumVertices,
+                                      am->mNumVertices);
+                    goto done;
+                }
+                for (unsigned v = 0; v < am->mNumVertices; v++) {
+                    double d[3] = {an->mVertices[v].x - am->mVertices[v].x,
+                                   an->mVertices[v].y - am->mVertices[v].y,
+                                   an->mVertices[v].z - am->mVertices[v].z}, o[3];
+                    m4_vec(Xi, d, o);
+                    float *dst = out->morph_deltas + ((size_t)gm * N + vbase[i] + v) * 3;
+                    for (int q = 0; q < 3; q++) dst[q] = (float)o[q];
+                }
+            }
+        }
+    }
+
+    /* --- skeleton */
+    if (use_joints) {
+        out->n_joints = J;
+        out->joint_names = calloc((size_t)J, sizeof(char *));
+        out->parents = malloc((size_t)J * sizeof(int32_t));
+        out->rest_translations = malloc((size_t)J * 3 * sizeof(float));
+        out->rest_rotations = malloc((size_t)J * 4 * sizeof(float));
+        out->rest_scales = malloc((size_t)J * 3 * sizeof(float));
+        out->inverse_bind = malloc((size_t)J * 16 * sizeof(float));
+        joint_node = malloc((size_t)J * sizeof(int));
+        if (!out->joint_names || !out->parents || !out->rest_translations ||
+            !out->rest_rotations || !out->rest_scales || !out->inverse_bind || !joint_node)
+            goto oom;
+        double worst = 0;
+        for (int n = 0; n < c.n_nodes; n++) {
+            int j = c.nodes[n].joint;
+            if (j < 0) continue;
+            joint_node[j] = n;
+            if (!unique_name(out->joint_names, j, c.nodes[n].ai->mName.data, "node", 200)) goto oom;
+            out->parents[j] = c.nodes[n].parent >= 0 ? c.nodes[c.nodes[n].parent].joint : -1;
+            double t[3], q[4], s[3];
+            worst = fmax(worst, trs_decompose(c.nodes[n].local, t, q, s));
+            for (int k = 0; k < 3; k++) {
+                out->rest_translations[j * 3 + k] = (float)t[k];
+                out->rest_scales[j * 3 + k] = (float)s[k];
+            }
+            for (int k = 0; k < 4; k++) out->rest_rotations[j * 4 + k] = (float)q[k];
+            double inv[16];
+            const double *src = ibm + 16 * n;
+            if (!ibm_set[n]) {
+                if (!m4_inv_affine(c.nodes[n].global, inv)) goto singular;
+                src = inv;
+            }
+            for (int k = 0; k < 16; k++) out->inverse_bind[j * 16 + k] = (float)src[k];
+        }
+        if (worst > 1e-4)
+            fprintf(stderr, "import: warning: a node transform has shear (TRS error %.3g); it is "
+                            "approximated by T*R*S\n", worst);
+
+        /* skin: count, check the limit, fill */
+        cnt = calloc((size_t)N, sizeof *cnt);
+        tmpj = malloc((size_t)N * DF__IMPORT_MAX_INFLUENCES * sizeof *tmpj);
+        tmpw = malloc((size_t)N * DF__IMPORT_MAX_INFLUENCES * sizeof *tmpw);
+        if (!cnt || !tmpj || !tmpw) goto oom;
+        int K = 1;
+        for (int i = 0; i < c.n_insts; i++) {
+            const struct aiMesh *am = sc->mMeshes[c.insts[i].mesh];
+            if (c.insts[i].rigid) {
+                int j = c.nodes[c.insts[i].node].joint;
+                for (unsigned v = 0; v < am->mNumVertices; v++) {
+                    cnt[vbase[i] + v] = 1;
+                    tmpj[(size_t)(vbase[i] + v) * 8] = j;
+                    tmpw[(size_t)(vbase[i] + v) * 8] = 1;
+                }
+                continue;
+            }
+            for (unsigned b = 0; b < am->mNumBones; b++) {
+                const struct aiBone *bn = am->mBones[b];
+                int j = c.nodes[find_node(&c, bn->mName.data)].joint;
+                for (unsigned w = 0; w < bn->mNumWeights; w++) {
+                    unsigned v = bn->mWeights[w].mVertexId;
+                    float wt = bn->mWeights[w].mWeight;
+                    if (v >= am->mNumVertices) {
+                        rc = df_error_set(err, DF_EFORMAT, "%s: mesh '%s' bone '%s' weights vertex %u "
+                                          "of %u", path, am->mName.data, bn->mName.data, v,
+                                          am->mNumVertices);
+                        goto done;
+                    }
+                    if (!(wt > 0)) continue;
+                    size_t g = (size_t)vbase[i] + v;
+                    int k;
+                    for (k = 0; k < cnt[g] && k < 8; k++)
+                        if (tmpj[g * 8 + k] == j) { tmpw[g * 8 + k] += wt; break; }
+                    if (k < cnt[g] && k < 8) continue;
+                    if (cnt[g] < 8) { tmpj[g * 8 + cnt[g]] = j; tmpw[g * 8 + cnt[g]] = wt; }
+                    cnt[g]++;
+                }
+            }
+            for (unsigned v = 0; v < am->mNumVertices; v++) {
+                size_t g = (size_t)vbase[i] + v;
+                if (cnt[g] > DF__IMPORT_MAX_INFLUENCES) {
+                    rc = df_error_set(err, DF_EUNSUPPORTED, "%s: mesh '%s' vertex %u has %d "
+                                      "influences; at most %d are supported", path,
+                                      am->mName.data, v, cnt[g], DF__IMPORT_MAX_INFLUENCES);
+                    goto done;
+                }
+                if (cnt[g] == 0) {
+                    rc = df_error_set(err, DF_EFORMAT, "%s: mesh '%s' vertex %u has no bone weight "
+                                      "(a skinned mesh must weight every vertex)", path,
+                                      am->mName.data, v);
+                    goto done;
+                }
+                if (cnt[g] > K) K = cnt[g];
+            }
+        }
+        out->n_influences = K;
+        out->skin_joints = calloc((size_t)N * K, sizeof(int32_t));
+        out->skin_weights = calloc((size_t)N * K, sizeof(float));
+        if (!out->skin_joints || !out->skin_weights) goto oom;
+        for (int64_t v = 0; v < N; v++) {
+            double s = 0;
+            for (int k = 0; k < cnt[v]; k++) s += tmpw[v * 8 + k];
+            /* heaviest first */
+            for (int k = 0; k < cnt[v]; k++) {
+                int best = k;
+                for (int q = k + 1; q < cnt[v]; q++)
+                    if (tmpw[v * 8 + q] > tmpw[v * 8 + best]) best = q;
+                float tw = tmpw[v * 8 + k]; int tj = tmpj[v * 8 + k];
+                tmpw[v * 8 + k] = tmpw[v * 8 + best]; tmpj[v * 8 + k] = tmpj[v * 8 + best];
+                tmpw[v * 8 + best] = tw; tmpj[v * 8 + best] = tj;
+                out->skin_joints[v * K + k] = tmpj[v * 8 + k];
+                out->skin_weights[v * K + k] = (float)(tmpw[v * 8 + k] / s);
+            }
+        }
+    }
+
+    /* --- clips */
+    if (sc->mNumAnimations > 0 && (use_joints || M > 0)) {
+        out->clips = calloc(sc->mNumAnimations, sizeof(df_rigged_clip_t));
+        if (!out->clips) goto oom;
+        char **cnames = calloc(sc->mNumAnimations, sizeof(char *));
+        if (!cnames) goto oom;
+        for (unsigned a = 0; a < sc->mNumAnimations; a++) {
+            const struct aiAnimation *an = sc->mAnimations[a];
+            double tps = an->mTicksPerSecond > 0 ? an->mTicksPerSecond : 25.0;
+            /* channels per joint */
+            const struct aiNodeAnim **chj = calloc((size_t)(J ? J : 1), sizeof *chj);
+            double *times = NULL;
+            size_t nt = 0, ct = 0;
+            if (!chj) { free(cnames); goto oom; }
+#define ADD_T(tt)                                                              \
+    do {                                                                       \
+        if (nt == ct) {                                                        \
+            ct = ct ? ct * 2 : 256;                                            \
+            double *nn_ = realloc(times, ct * sizeof *times);                  \
+            if (!nn_) { free(chj); free(times); free(cnames); goto oom; }       \
+            times = nn_;                                                       \
+        }                                                                      \
+        times[nt++] = (tt);                                                    \
+    } while (0)
+            for (unsigned ch = 0; ch < an->mNumChannels; ch++) {
+                const struct aiNodeAnim *na = an->mChannels[ch];
+                int n = find_node(&c, na->mNodeName.data);
+                if (n < 0 || c.nodes[n].joint < 0) { sum->n_ignored_channels++; continue; }
+                chj[c.nodes[n].joint] = na;
+                for (unsigned k = 0; k < na->mNumPositionKeys; k++) ADD_T(na->mPositionKeys[k].mTime);
+                for (unsigned k = 0; k < na->mNumRotationKeys; k++) ADD_T(na->mRotationKeys[k].mTime);
+                for (unsigned k = 0; k < na->mNumScalingKeys; k++) ADD_T(na->mScalingKeys[k].mTime);
+            }
+            int has_morph = 0;
+            for (unsigned ch = 0; ch < an->mNumMorphMeshChannels; ch++) {
+                const struct aiMeshMorphAnim *ma = an->mMorphMeshChannels[ch];
+                for (int i = 0; i < c.n_insts; i++)
+                    if (!strcmp(c.nodes[c.insts[i].node].ai->mName.data, ma->mName.data) &&
+                        mbase[i + 1] > mbase[i]) has_morph = 1;
+                for (unsigned k = 0; k < ma->mNumKeys; k++) ADD_T(ma->mKeys[k].mTime);
+            }
+#undef ADD_T
+            /* sort + unique */
+            for (size_t i = 1; i < nt; i++) {
+                double v = times[i];
+                size_t k = i;
+                while (k > 0 && times[k - 1] > v) { times[k] = times[k - 1]; k--; }
+                times[k] = v;
+            }
+            size_t u = 0;
+            for (size_t i = 0; i < nt; i++)
+                if (u == 0 || times[i] - times[u - 1] > 1e-9 * fmax(1.0, fabs(times[i])))
+                    times[u++] = times[i];
+            nt = u;
+            df_rigged_clip_t *cl = &out->clips[out->n_clips];
+            if (nt == 0 || (!has_morph && J == 0)) {
+                fprintf(stderr, "import: animation '%s' moves nothing this model has; skipped\n",
+                        an->mName.data);
+                free(chj); free(times);
+                continue;
+            }
+            if ((int64_t)nt > lim.max_clip_frames) {
+                free(chj); free(times); free(cnames);
+                rc = df_error_set(err, DF_ELIMIT, "%s: animation '%s' has %zu key times (limit %lld)",
+                                  path, an->mName.data, nt, (long long)lim.max_clip_frames);
+                goto done;
+            }
+            if (!unique_name(cnames, (int)out->n_clips, an->mName.data, "clip", DF_NAME_MAX - 1)) {
+                free(chj); free(times); free(cnames); goto oom;
+            }
+            snprintf(cl->name, sizeof cl->name, "%s", cnames[out->n_clips]);
+            out->n_clips++;
+            cl->n_keys = (int64_t)nt;
+            cl->times = malloc(nt * sizeof(float));
+            if (!cl->times) { free(chj); free(times); free(cnames); goto oom; }
+            for (size_t i = 0; i < nt; i++) cl->times[i] = (float)(times[i] / tps);
+            for (size_t i = 1; i < nt; i++)
+                if (!(cl->times[i] > cl->times[i - 1])) { /* float collapse: nudge */
+                    cl->times[i] = nextafterf(cl->times[i - 1], INFINITY);
+                }
+            if (J > 0) {
+                /* does scale move? */
+                int scaled = 0;
+                for (int j = 0; j < J && !scaled; j++) {
+                    const struct aiNodeAnim *na = chj[j];
+                    if (!na) continue;
+                    for (unsigned k = 0; k < na->mNumScalingKeys && !scaled; k++) {
+                        const struct aiVector3D *s = &na->mScalingKeys[k].mValue;
+                        const float *rs = out->rest_scales + j * 3;
+                        double d = fmax(fabs(fabs(s->x) - fabs(rs[0])),
+                                        fmax(fabs(fabs(s->y) - fabs(rs[1])), fabs(fabs(s->z) - fabs(rs[2]))));
+                        if (d > 1e-5 * fmax(1.0, fabs(rs[1]))) scaled = 1;
+                    }
+                }
+                float *R = NULL, *Tr = NULL, *Mx = NULL;
+                double *world = NULL;
+                if (scaled) {
+                    Mx = malloc(nt * (size_t)J * 12 * sizeof(float));
+                    world = malloc((size_t)J * 16 * sizeof(double));
+                    sum->n_matrix_clips++;
+                } else {
+                    R = malloc(nt * (size_t)J * 4 * sizeof(float));
+                    Tr = malloc(nt * (size_t)J * 3 * sizeof(float));
+                }
+                if ((scaled && (!Mx || !world)) || (!scaled && (!R || !Tr))) {
+                    free(R); free(Tr); free(Mx); free(world); free(chj); free(times); free(cnames);
+                    goto oom;
+                }
+                cl->rotations = R;
+                cl->translations = Tr;
+                cl->matrices = Mx;
+                for (size_t fi = 0; fi < nt; fi++) {
+                    double t = times[fi];
+                    for (int j = 0; j < J; j++) {
+                        double tv[3], q[4], s[3];
+                        for (int k = 0; k < 3; k++) {
+                            tv[k] = out->rest_translations[j * 3 + k];
+                            s[k] = out->rest_scales[j * 3 + k];
+                        }
+                        for (int k = 0; k < 4; k++) q[k] = out->rest_rotations[j * 4 + k];
+                        const struct aiNodeAnim *na = chj[j];
+                        if (na) {
+                            if (na->mNumPositionKeys) sample_vec(na->mPositionKeys, na->mNumPositionKeys, t, tv);
+                            if (na->mNumRotationKeys) sample_quat(na->mRotationKeys, na->mNumRotationKeys, t, q);
+                            if (na->mNumScalingKeys) sample_vec(na->mScalingKeys, na->mNumScalingKeys, t, s);
+                        }
+                        if (scaled) {
+                            double loc[16];
+                            trs_compose(tv, q, s, loc);
+                            int p = out->parents[j];
+                            if (p >= 0) m4_mul(world + 16 * p, loc, world + 16 * j);
+                            else memcpy(world + 16 * j, loc, sizeof loc);
+                            for (int k = 0; k < 12; k++)
+                                Mx[(fi * J + j) * 12 + k] = (float)world[16 * j + k];
+                        } else {
+                            for (int k = 0; k < 3; k++) Tr[(fi * J + j) * 3 + k] = (float)tv[k];
+                            for (int k = 0; k < 4; k++) R[(fi * J + j) * 4 + k] = (float)q[k];
+                        }
+                    }
+                }
+                free(world);
+            }
+            if (has_morph) {
+                cl->weights = calloc(nt * (size_t)M, sizeof(float));
+                if (!cl->weights) { free(chj); free(times); free(cnames); goto oom; }
+                for (unsigned ch = 0; ch < an->mNumMorphMeshChannels; ch++) {
+                    const struct aiMeshMorphAnim *ma = an->mMorphMeshChannels[ch];
+                    if (ma->mNumKeys == 0) continue;
+                    for (int i = 0; i < c.n_insts; i++) {
+                        if (strcmp(c.nodes[c.insts[i].node].ai->mName.data, ma->mName.data)) continue;
+                        int nm = mbase[i + 1] - mbase[i];
+                        for (size_t fi = 0; fi < nt; fi++) {
+                            double uu;
+                            unsigned k0 = seg_find(&ma->mKeys[0].mTime, sizeof ma->mKeys[0],
+                                                   ma->mNumKeys, times[fi], &uu);
+                            unsigned k1 = k0 + (uu > 0);
+                            for (int side = 0; side < 2; side++) {
+                                const struct aiMeshMorphKey *mk = &ma->mKeys[side ? k1 : k0];
+                                double wgt = side ? uu : 1 - uu;
+                                for (unsigned q = 0; q < mk->mNumValuesAndWeights; q++)
+                                    if ((int)mk->mValues[q] < nm)
+                                        cl->weights[fi * M + mbase[i] + mk->mValues[q]] +=
+                                            (float)(wgt * mk->mWeights[q]);
+                            }
+                        }
+                    }
+                }
+            }
+            free(chj);
+            free(times);
+        }
+        for (size_t i = 0; i < out->n_clips; i++) free(cnames[i]);
+        free(cnames);
+    }
+    goto done;
+
+oom:
+    rc = df_error_set(err, DF_ENOMEM, "out of memory");
+done:
+    if (rc) df__import_free(out);
+    free(vbase); free(mbase); free(X); free(ibm); free(ibm_set); free(cnt); free(tmpj); free(tmpw);
+    free(joint_node);
+    free(c.nodes); free(c.insts);
+    aiReleaseImport(sc);
+    return rc;
+}
+
+void df__import_free(df_rigged_data_t *d)
+{
+    if (!d) return;
+    free(d->positions); free(d->triangles); free(d->normals); free(d->morph_deltas);
+    if (d->morph_names)
+        for (int64_t i = 0; i < d->n_morphs; i++) free(d->morph_names[i]);
+    free(d->morph_names);
+    if (d->joint_names)
+        for (int64_t i = 0; i < d->n_joints; i++) free(d->joint_names[i]);
+    free(d->joint_names); free(d->parents); free(d->rest_translations); free(d->rest_rotations);
+    free(d->rest_scales); free(d->inverse_bind); free(d->skin_joints); free(d->skin_weights);
+    for (size_t c = 0; c < d->n_clips; c++) {
+        free(d->clips[c].times); free(d->clips[c].rotations); free(d->clips[c].translations);
+        free(d->clips[c].weights); free(d->clips[c].matrices);
+    }
+    free(d->clips);
+    memset(d, 0, sizeof *d);
+}
