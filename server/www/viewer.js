@@ -8,7 +8,7 @@
 // for each frame sends one infer request through ../vendor/deformd.js (binary
 // data extension, float32/float16/int16 as chosen) and copies the returned
 // positions into a three.js BufferGeometry. Clips play by asking the daemon
-// to sample the clip at a time (request parameters "clip" and "clip_time"),
+// to sample the clip at a time (request parameters "clip" and "time"),
 // morph sliders send "weights". At most one request is in flight: a frame
 // that arrives late is simply followed by the newest state (no queue).
 //
@@ -171,7 +171,7 @@ function requestBody() {
   const parameters = {};
   if (st.clip) {
     parameters.clip = st.clip;
-    parameters.clip_time = st.time;
+    parameters.time = st.time;
   }
   if (st.weights && (!st.clip || st.weights.some((w) => w !== 0))) {
     inputs.weights = { shape: [st.weights.length], data: st.weights };
