@@ -1,0 +1,196 @@
+#!/usr/bin/env bash
+# tests/e2e/python_client.sh — the Python client (clients/python) against a real
+# deformd on the demo repository, with numpy and without (DEFORMD_NO_NUMPY=1).
+#
+# References, each independent of the client under test:
+#  - curl: the same request sent by curl, JSON parsed by the test (bit-identical:
+#    the server prints float32 with 9 significant digits);
+#  - core: `bin/deform eval` evaluates the same clip times in-process (no
+#    server, no client) — socket play must match it (tolerance below);
+#  - a formula: morphcube positions = rest + Σ w_m·delta_m computed here in
+#    numpy from the model file's own tensors;
+#  - golden frames hand-written from docs/protocol.md (clients/python/tests).
+# Tolerances: transports of the same pose are compared bit for bit; server vs
+# bin/deform eval ≤ 1e-6 × bbox diagonal (batch composition may change the
+# float summation order); float16 / int16 within the bounds of docs/protocol.md.
+. "$(dirname "$0")/product_common.sh"
+export PYTHONPATH=$ROOT/clients/python
+
+"$PY" clients/python/tests/test_codec.py tests/data/golden_frames || NFAIL=$((NFAIL + 1))
+
+build_demo "$T/demo-repo" && ok py-demo-repo || { fail py-demo-repo; finish; exit 1; }
+start_daemon "$T/demo-repo" && ok py-daemon-ready || { fail py-daemon-ready; finish; exit 1; }
+
+# curl references
+REQ=$T/demo-repo/requests/wuson_pose.json
+curl -sf "$URL/v2/models/wuson/infer" -d @"$REQ" -o "$T/curl_wuson.json" \
+    && ok py-curl-reference || fail py-curl-reference
+curl -sf "$URL/v2/models/morphcube/infer" \
+    -d '{"inputs":[{"name":"weights","shape":[2],"datatype":"FP32","data":[0.75,0.25]}]}' \
+    -o "$T/curl_cube.json" || fail py-curl-reference-cube
+
+# core reference: bin/deform eval at the clip's key times 0..7 (LBS and DQS)
+"$BIN/deform" eval "$T/demo-repo/wuson" --clip Wuson_Walk --frames 0:8 --out "$T/eval_lbs.npy" \
+    >"$T/eval.log" 2>&1 && ok py-core-eval-lbs || { cat "$T/eval.log"; fail py-core-eval-lbs; }
+"$BIN/deform" eval "$T/demo-repo/wuson" --clip Wuson_Walk --frames 0:8 --skinning dqs \
+    --out "$T/eval_dqs.npy" >>"$T/eval.log" 2>&1 && ok py-core-eval-dqs || { cat "$T/eval.log"; fail py-core-eval-dqs; }
+
+for mode in numpy stdlib; do
+    if [ "$mode" = stdlib ]; then export DEFORMD_NO_NUMPY=1; else unset DEFORMD_NO_NUMPY; fi
+    "$PY" - "$T" "$HTTP" "$SOCK" "$mode" <<'EOF' || NFAIL=$((NFAIL + 1))
+import json, math, os, struct, sys
+from deformd_client import HttpClient, SocketClient, DeformdError, Tensor, npy, HAVE_NUMPY
+T, HTTP, SOCK, MODE = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+fails = 0
+def check(name, cond, detail=""):
+    global fails
+    print(("ok " if cond else "FAIL ") + "py-%s-%s" % (MODE, name) + ("" if cond else " " + str(detail)))
+    fails += 0 if cond else 1
+
+assert HAVE_NUMPY == (MODE == "numpy"), "numpy switch"
+f32 = lambda v: struct.unpack("<f", struct.pack("<f", v))[0]
+def flat(v):
+    return [x for r in v for x in flat(r)] if isinstance(v, list) else [v]
+def curl_positions(path):
+    d = json.load(open(path))
+    o = next(o for o in d["outputs"] if o["name"] == "positions")
+    return o["shape"], [f32(x) for x in flat(o["data"])]
+def maxdiff(a, b):
+    return max(abs(x - y) for x, y in zip(a, b)) if len(a) == len(b) else float("inf")
+
+req = json.load(open(os.path.join(T, "demo-repo/requests/wuson_pose.json")))
+inp = req["inputs"][0]
+rot = Tensor(inp["shape"], inp["data"])
+shape, ref = curl_positions(os.path.join(T, "curl_wuson.json"))
+
+with HttpClient("127.0.0.1", HTTP) as c:
+    check("http-ready", c.ready())
+    names = c.list()
+    check("http-list", set(names) >= {"wuson", "morphcube"}, names)
+    meta = c.info("wuson")
+    check("http-info", any(i["name"] == "joint_rotations" for i in meta["inputs"]), meta.get("inputs"))
+    pj = c.infer("wuson", {"joint_rotations": rot}, outputs=["positions"], binary=False)["positions"]
+    check("http-json-equals-curl", list(pj.shape) == shape and pj.data.tolist() == ref,
+          "shape %s vs %s, max diff %g" % (pj.shape, shape, maxdiff(pj.data.tolist(), ref)))
+    pb = c.infer("wuson", {"joint_rotations": rot}, outputs=["positions"])["positions"]
+    check("http-binary-equals-curl", pb == pj, "max diff %g" % maxdiff(pb.data.tolist(), ref))
+    # batch of 3 poses (rest, pose, rest) in one request: pose 1 equals the single answer
+    rest = meta_rest = None
+    J = rot.shape[0]
+    three = Tensor((3, J, 4), list(rot.data) * 3)
+    pb3 = c.infer("wuson", {"joint_rotations": three}, outputs=["positions"], batch=3)["positions"]
+    n = len(pj.data)
+    check("http-batch-3", pb3.shape[0] == 3 and pb3.data[n:2 * n].tolist() == pj.data.tolist())
+    # morphcube against the formula rest + sum w*delta (tensors read from the model file)
+    cube = c.infer("morphcube", {"weights": [0.75, 0.25]})["positions"]
+    _, cref = curl_positions(os.path.join(T, "curl_cube.json"))
+    check("http-cube-equals-curl", cube.data.tolist() == cref)
+    mdir = os.path.join(T, "demo-repo/morphcube/1/model.safetensors")
+    with open(mdir, "rb") as f:
+        hn = struct.unpack("<Q", f.read(8))[0]
+        hdr = json.loads(f.read(hn))
+        base = 8 + hn
+        def tensor(name):
+            e = hdr[name]
+            f.seek(base + e["data_offsets"][0])
+            k = (e["data_offsets"][1] - e["data_offsets"][0]) // 4
+            return e["shape"], struct.unpack("<%df" % k, f.read(4 * k))
+        (N, _), P = tensor("positions")
+        (M, _, _), D = tensor("morph_deltas")
+    w = [0.75, 0.25]
+    formula = [P[i] + sum(w[m] * D[m * N * 3 + i] for m in range(M)) for i in range(N * 3)]
+    lo = [min(P[i::3]) for i in range(3)]; hi = [max(P[i::3]) for i in range(3)]
+    diag = math.sqrt(sum((h - l) ** 2 for h, l in zip(hi, lo)))
+    err = maxdiff(cube.data.tolist(), formula)
+    check("http-cube-vs-formula", err <= 1e-6 * diag, "max err %g, diag %g" % (err, diag))
+    # the character default (morphcube_half: weights 0.5) is applied
+    half = c.infer("morphcube_half", {})["positions"]
+    formula_h = [P[i] + sum(0.5 * D[m * N * 3 + i] for m in range(M)) for i in range(N * 3)]
+    check("http-character-default", maxdiff(half.data.tolist(), formula_h) <= 1e-6 * diag)
+    # compact encodings over HTTP: within the documented bounds of float32
+    f16 = c.infer("wuson", {"joint_rotations": rot}, outputs=["positions"], encoding="float16")["positions"]
+    e16 = max(abs(a - b) / max(abs(b), 6.1e-5) for a, b in zip(f16.data, pj.data))
+    check("http-float16-bound", e16 <= 2 ** -11 + 1e-9, "rel err %g" % e16)
+    i16 = c.infer("wuson", {"joint_rotations": rot}, outputs=["positions"], encoding="int16")["positions"]
+    wlo = [min(pj.data[i::3]) for i in range(3)]; whi = [max(pj.data[i::3]) for i in range(3)]
+    mi = c.mesh("wuson")
+    ei16 = maxdiff(i16.data.tolist(), pj.data.tolist())
+    check("http-int16-bound", ei16 <= 2.4e-5 * max(h - l for h, l in zip(whi, wlo)) * 2,
+          "abs err %g" % ei16)
+    # errors are answers with a status and a message naming the problem
+    try:
+        c.infer("nobody", {}); check("http-404", False)
+    except DeformdError as e:
+        check("http-404", e.status == 404, e)
+    try:
+        c.infer("wuson", {"joint_rotations": Tensor((2, 4), [0, 0, 0, 1] * 2)}); check("http-400-shape", False)
+    except DeformdError as e:
+        check("http-400-shape", e.status == 400 and "joint_rotations" in str(e), e)
+    glb = c.mesh("wuson", "glb")
+    check("http-mesh-glb", glb[:4] == b"glTF")
+
+with SocketClient("127.0.0.1", SOCK) as s:
+    check("sock-ping", s.ping(b"hello") == b"hello")
+    check("sock-list", set(s.list()) >= {"wuson", "wuson_dqs"}, s.list())
+    ps = s.infer("wuson", {"joint_rotations": rot}, outputs=["positions"])["positions"]
+    check("sock-equals-http", ps == pj, "max diff %g" % maxdiff(ps.data.tolist(), pj.data.tolist()))
+    # pipelined: 20 requests in flight, answers filed by id
+    ids = [s.submit("wuson", {"joint_rotations": Tensor((1,) + rot.shape, rot.data)}, 1, ["positions"])
+           for _ in range(20)]
+    got = [s.result(i)["positions"] for i in reversed(ids)]
+    check("sock-pipelined-20", all(g.data == ps.data for g in got))
+    f16s = s.infer("wuson", {"joint_rotations": rot}, outputs=["positions"], encoding="float16")["positions"]
+    check("sock-float16-equals-http", f16s == f16)
+    i16s = s.infer("wuson", {"joint_rotations": rot}, outputs=["positions"], encoding="int16")["positions"]
+    check("sock-int16-equals-http", i16s == i16, "max diff %g" % maxdiff(i16s.data.tolist(), i16.data.tolist()))
+    try:
+        s.infer("nobody", {}); check("sock-error-notfound", False)
+    except DeformdError as e:
+        check("sock-error-notfound", e.code == -6, e)
+    # clip streaming vs the core (bin/deform eval, no server involved)
+    info = s.info("wuson")
+    walk = next(c for c in info["clips"] if c["name"] == "Wuson_Walk")
+    times = walk["times"][:8]
+    for skin, char in (("lbs", "wuson"), ("dqs", "wuson_dqs")):
+        frames = s.play(char, "Wuson_Walk", times=times, chunk=3, window=2)["positions"]
+        ref = npy.read(os.path.join(T, "eval_%s.npy" % skin))
+        lo = [min(ref.data[i::3]) for i in range(3)]; hi = [max(ref.data[i::3]) for i in range(3)]
+        diag = math.sqrt(sum((h - l) ** 2 for h, l in zip(hi, lo)))
+        err = maxdiff(frames.data.tolist(), ref.data.tolist())
+        check("sock-play-%s-vs-core-eval" % skin, frames.shape == ref.shape and err <= 1e-6 * diag,
+              "shape %s vs %s, max err %g (diag %g)" % (frames.shape, ref.shape, err, diag))
+sys.exit(1 if fails else 0)
+EOF
+done
+unset DEFORMD_NO_NUMPY
+
+# The command line (deformctl's verbs) and the render-farm example.
+pyc() { "$PY" -m deformd_client --http-port "$HTTP" --socket-port "$SOCK" "$@"; }
+pyc list >"$T/list.txt" 2>&1 && grep -qx wuson_dqs "$T/list.txt" && ok py-cli-list || fail py-cli-list
+pyc info morphcube >"$T/info.json" 2>&1 && "$PY" -c 'import json,sys; json.load(open(sys.argv[1]))' "$T/info.json" \
+    && ok py-cli-info || fail py-cli-info
+pyc infer wuson --input "joint_rotations=$("$PY" -c 'import json,sys; print(json.dumps([json.load(open(sys.argv[1]))["inputs"][0]["data"][i:i+4] for i in range(0, len(json.load(open(sys.argv[1]))["inputs"][0]["data"]), 4)]))' "$REQ")" \
+    --transport socket --out "$T/cli_infer.npy" >/dev/null 2>"$T/cli.err" \
+    && "$PY" - "$T" <<'EOF' && ok py-cli-infer-equals-curl || { cat "$T/cli.err"; fail py-cli-infer-equals-curl; }
+import json, sys, numpy as np
+T = sys.argv[1]
+a = np.load(T + "/cli_infer.npy")
+o = next(o for o in json.load(open(T + "/curl_wuson.json"))["outputs"] if o["name"] == "positions")
+b = np.array(o["data"], dtype=np.float32).reshape(o["shape"])
+assert a.shape == b.shape and (a == b).all(), (a.shape, b.shape, abs(a - b).max())
+EOF
+pyc play wuson --clip Wuson_Walk --out "$T/cli_play.npy" >/dev/null 2>"$T/cli.err" \
+    && "$BIN/deform" eval "$T/demo-repo/wuson" --clip Wuson_Walk --out "$T/eval_all.npy" >/dev/null 2>&1 \
+    && "$PY" -c 'import numpy as np,sys; a=np.load(sys.argv[1]); b=np.load(sys.argv[2]); d=np.linalg.norm(b.max((0,1))-b.min((0,1))); e=abs(a-b).max(); print("play vs eval: frames", a.shape, "max err", e); sys.exit(0 if a.shape==b.shape and e<=1e-6*d else 1)' "$T/cli_play.npy" "$T/eval_all.npy" \
+    && ok py-cli-play-equals-core-eval || { cat "$T/cli.err"; fail py-cli-play-equals-core-eval; }
+pyc mesh wuson --out "$T/rest.glb" >/dev/null 2>&1 && [ "$(head -c 4 "$T/rest.glb")" = glTF ] \
+    && ok py-cli-mesh-glb || fail py-cli-mesh-glb
+pyc infer nobody --out "$T/x.npy" >/dev/null 2>"$T/cli.err"
+[ $? -eq 1 ] && grep -q 404 "$T/cli.err" && ok py-cli-error-exit-1 || { cat "$T/cli.err"; fail py-cli-error-exit-1; }
+
+"$PY" clients/python/examples/render_clip.py wuson --clip Wuson_Run --frames 500 \
+    --socket-port "$SOCK" --out "$OUT/render_clip_wuson_run.npy" >"$T/render.log" 2>&1 \
+    && "$PY" -c 'import numpy as np,sys; a=np.load(sys.argv[1]); sys.exit(0 if a.shape[0]==500 and a.shape[2]==3 and np.isfinite(a).all() and abs(a[0]-a[250]).max()>0 else 1)' "$OUT/render_clip_wuson_run.npy" \
+    && ok py-render-clip-500-frames || { cat "$T/render.log"; fail py-render-clip-500-frames; }
+cat "$T/render.log"
+finish
