@@ -97,7 +97,7 @@ $(SOCLIENT): $(CLIENT_PIC) $(patsubst %.c,$(B)/pic/%.o,$(PROTO_SRC))
 
 $(BIN)/deformd: $(SERVER_OBJ) $(LIBPROTO) $(LIBCORE)
 	@mkdir -p $(BIN)
-	$(CC) $(ALLCFLAGS) -o $@ $(SERVER_OBJ) $(LIBPROTO) $(LIBCORE) $(LDLIBS_SRV)
+	$(CC) $(ALLCFLAGS) -o $@ $(SERVER_OBJ) $(LIBPROTO) -Wl,--whole-archive $(LIBCORE) -Wl,--no-whole-archive $(LDLIBS_SRV)
 # whole-archive: kinds are weakly referenced by core/kinds.c, so nothing else pulls them in
 $(BIN)/deform: $(TOOL_OBJ) $(LIBCORE)
 	@mkdir -p $(BIN)
@@ -111,11 +111,11 @@ SERVER_LIB_OBJ := $(filter-out $(B)/obj/server/main.o,$(SERVER_OBJ))
 TOOL_LIB_OBJ   := $(filter-out $(B)/obj/tools/deform/main.o,$(TOOL_OBJ))
 $(B)/tests/%: tests/unit/%.c $(TESTLIB_OBJ) $(SERVER_LIB_OBJ) $(TOOL_LIB_OBJ) $(CLIENT_OBJ) $(LIBPROTO) $(LIBCORE)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -Itests/lib -Iserver -Itools/deform $(ALLCFLAGS) -o $@ $< $(TESTLIB_OBJ) $(SERVER_LIB_OBJ) $(TOOL_LIB_OBJ) $(CLIENT_OBJ) $(LIBPROTO) $(LIBCORE) $(LDLIBS_ALL)
+	$(CC) $(CPPFLAGS) -Itests/lib -Iserver -Itools/deform $(ALLCFLAGS) -o $@ $< $(TESTLIB_OBJ) $(SERVER_LIB_OBJ) $(TOOL_LIB_OBJ) $(CLIENT_OBJ) $(LIBPROTO) -Wl,--whole-archive $(LIBCORE) -Wl,--no-whole-archive $(LDLIBS_ALL)
 
 $(B)/bench/%: bench/%.c $(SERVER_LIB_OBJ) $(CLIENT_OBJ) $(LIBPROTO) $(LIBCORE)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -Iserver $(ALLCFLAGS) -o $@ $< $(SERVER_LIB_OBJ) $(CLIENT_OBJ) $(LIBPROTO) $(LIBCORE) $(LDLIBS_ALL)
+	$(CC) $(CPPFLAGS) -Iserver $(ALLCFLAGS) -o $@ $< $(SERVER_LIB_OBJ) $(CLIENT_OBJ) $(LIBPROTO) -Wl,--whole-archive $(LIBCORE) -Wl,--no-whole-archive $(LDLIBS_ALL)
 
 tests-build: all $(TEST_BINS)
 
