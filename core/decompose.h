@@ -1,0 +1,186 @@
+/* decompose.h — skinning decomposition of animated meshes (core API).
+ *
+ * Given a mesh sequence with fixed topology and no skeleton (frames [F,N,3]),
+ * fit B proxy bones: per-vertex convex sparse weights w (≤ K influences, w ≥ 0,
+ * Σw = 1) and one 3x4 affine transform per bone and frame, so that linear
+ * blend skinning of the rest positions reproduces every frame:
+ *
+ *     v'_i^p = Σ_j w_ij T_j^p [v_i; 1]
+ *
+ * This is the fitting half of "Temporal Parameter-free Deep Skinning of
+ * Animated Meshes" (../shared/papers/temporal-deep-skinning.txt, §3). The
+ * paper's network initialisation is replaced by clustering of vertex
+ * trajectories (clusters grown by splitting the worst-fitted one, refined
+ * by assigning each vertex to the cluster whose per-frame rigid transforms
+ * fit it best); see docs/decompose.md.
+ *
+ * DESIGN
+ *  - Welding: vertices whose rest positions coincide (within weld_tol times
+ *    the rest bbox diagonal, found with a spatial hash) form one welded vertex
+ *    for every neighbourhood the method uses: the clustering runs on welded
+ *    vertices and the candidate bones of a vertex come from the clusters of
+ *    its welded 1-ring. Weights are still solved per input vertex (a split
+ *    vertex keeps its own trajectory), so the output has the input topology.
+ *  - Weights step: per vertex, a small QP (active set with the sum-to-one
+ *    equality, ≤ K free variables) over candidate bones: its welded
+ *    neighbourhood's clusters, its current influences and the bones that fit
+ *    it best alone. The per-vertex Gram matrix is ṽᵀ M_jk ṽ with
+ *    M_jk = Σ_p T_jᵀ T_k precomputed per bone pair, and the right-hand side
+ *    comes from one GEMM of the trajectories with all transforms.
+ *  - Transforms step: all bones of a frame jointly, 3x4 affine least
+ *    squares. The normal matrix (4B x 4B) is the same for every frame: one
+ *    Cholesky factorisation (LAPACK) serves the 3F right-hand sides.
+ *  - Core stays thread-free: the caller may pass a parallel_for callback
+ *    (the offline tool runs it on pthreads); bodies index a per-worker
+ *    scratch by the worker id they receive.
+ *  - Internally everything is double, in coordinates centred on the rest
+ *    bbox and scaled by its diagonal; results are mapped back.
+ */
+#ifndef DF_DECOMPOSE_H
+#define DF_DECOMPOSE_H
+
+#include "df.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define DF_DECOMPOSE_MAX_BONES 256
+#define DF_DECOMPOSE_MAX_INFLUENCES 8
+
+/* Runs body(arg, i0, i1, worker) over a partition of [0, n) into ranges,
+ * with 0 <= worker < n_workers; returns when all ranges are done. */
+typedef void (*df_range_body_cb)(void *arg, int64_t i0, int64_t i1,
+                                 int worker);
+typedef void (*df_parallel_for_cb)(void *user, int64_t n,
+                                   df_range_body_cb body, void *arg);
+
+/* One line of progress per iteration. */
+typedef struct df_decompose_progress {
+    int iteration;        /* 0 = after initialisation */
+    int max_iterations;
+    const char *step;     /* "init", "weights", "transforms" */
+    double erms;          /* RMS error, fraction of the rest bbox diagonal */
+    double seconds;       /* elapsed since df_decompose_fit started */
+    double eta_seconds;   /* estimate for the remaining iterations */
+    double weight_seconds, transform_seconds; /* time of this iteration's steps */
+} df_decompose_progress_t;
+typedef void (*df_decompose_progress_cb)(void *user,
+                                         const df_decompose_progress_t *p);
+
+typedef struct df_decompose_opts {
+    int n_bones;            /* B >= 1 (required) */
+    int max_influences;     /* K, 1..8; default 6 */
+    int max_iterations;     /* alternations; default 30 */
+    double tol;             /* stop when ERMS improves by less than this
+                               fraction over `patience` iterations; 1e-3 */
+    int patience;           /* default 2 */
+    double target_erms;     /* stop once ERMS (fraction of diagonal) <= this;
+                               default 0 (never) */
+    int weld;               /* 1 (default): weld coincident rest positions */
+    double weld_tol;        /* relative to the bbox diagonal; default 1e-5 */
+    int init_iterations;    /* rigid-cluster reassignment rounds; 20 */
+    int n_candidates;       /* candidate bones per vertex; default
+                               min(B, max(2K, 12)) */
+    /* optional parallelism (NULL: serial, n_workers = 1) */
+    df_parallel_for_cb parallel_for;
+    void *parallel_user;
+    int n_workers;
+    /* optional progress (NULL: silent) */
+    df_decompose_progress_cb progress;
+    void *progress_user;
+} df_decompose_opts_t;
+
+void df_decompose_opts_default(df_decompose_opts_t *o /* OUT */);
+
+/* The input sequence. All borrowed. */
+typedef struct df_decompose_input {
+    int64_t n_frames;          /* F >= 2 */
+    int64_t n_vertices;        /* N */
+    const float *frames;       /* [F,N,3] */
+    int64_t n_triangles;       /* T (0 allowed: no adjacency) */
+    const uint32_t *triangles; /* [T,3] or NULL when T = 0 */
+    const float *rest;         /* [N,3] rest positions, or NULL = frame 0 */
+} df_decompose_input_t;
+
+typedef struct df_decompose_stats {
+    int iterations;            /* alternations run */
+    int64_t n_welded;          /* vertices after welding */
+    double init_seconds, weight_seconds, transform_seconds, total_seconds;
+    double erms_init;          /* fraction of diagonal after initialisation */
+    double erms;               /* final, fraction of the rest bbox diagonal */
+    double *erms_history;      /* [iterations+1], new with the result */
+    double *weight_seconds_history;    /* [iterations+1] (entry 0: init) */
+    double *transform_seconds_history; /* [iterations+1] */
+} df_decompose_stats_t;
+
+typedef struct df_decompose_result {
+    int n_bones;               /* B */
+    int n_influences;          /* K */
+    int64_t n_vertices, n_frames;
+    float *rest;               /* [N,3] rest positions used */
+    int32_t *skin_joints;      /* [N,K], unused slots 0 with weight 0 */
+    float *skin_weights;       /* [N,K] ≥ 0, rows sum to 1 */
+    float *matrices;           /* [F,B,12] 3x4 row-major, maps rest to frame */
+    int32_t *cluster;          /* [N] initial cluster of each vertex */
+    df_decompose_stats_t stats;
+} df_decompose_result_t;
+
+/* Check an input sequence (sizes, finite values, triangle indices, rest)
+ * against limits (NULL: defaults). Names the first bad frame/vertex. */
+int df_decompose_validate(const df_decompose_input_t *in, int n_bones,
+                          const df_limits_t *lim, df_error_t *err);
+
+/* Fit. *out is new: free with df_decompose_result_free. */
+int df_decompose_fit(const df_decompose_input_t *in,
+                     const df_decompose_opts_t *opts, const df_limits_t *lim,
+                     df_decompose_result_t **out, df_error_t *err);
+void df_decompose_result_free(df_decompose_result_t **r);
+
+/* LBS of the result for every frame into out [F,N,3] (caller's buffer). */
+void df_decompose_reconstruct(const df_decompose_result_t *r,
+                              float *out /* OUT [F,N,3] */);
+
+/* Welding map: rep[i] in [0, n_welded) for each vertex, vertices with rest
+ * positions within tol * bbox diagonal share a rep (transitively). */
+int df_decompose_weld(int64_t n, const float *pos /* [N,3] */, double tol,
+                      int32_t *rep /* OUT [N] */, int64_t *n_welded,
+                      df_error_t *err);
+
+/* Write the result as a `rigged` model file (df_rigged_write): rest
+ * positions and triangles as the mesh, the B proxy bones as root joints
+ * "bone<j>" with identity rest pose and identity inverse binds, the weights
+ * as skin (LBS), and one clip `clip_name` whose `matrices` [F,B,12] are the
+ * fitted transforms at `times` (F seconds, increasing; NULL: p/30). Playing
+ * the clip (df_model_clip_sample + df_model_evaluate) replays the fit. */
+int df_decompose_write_model(const df_decompose_result_t *r,
+                             int64_t n_triangles,
+                             const uint32_t *triangles /* [T,3] borrowed */,
+                             const float *times /* [F] or NULL */,
+                             const char *clip_name, const char *path,
+                             df_error_t *err);
+
+/* Error metrics of an approximation (paper §4; formulas in
+ * docs/decompose.md). diag: rest bbox diagonal (<= 0: computed from frame
+ * 0 of orig). */
+typedef struct df_decompose_metrics {
+    double disper;        /* 100 ||A-A'||_F / ||A-A_avg||_F            */
+    double erms;          /* ||A-A'||_F / sqrt(3NP), model units       */
+    double erms_pct;      /* 100 erms / diag                           */
+    double max_avg_dist;  /* (1/P) Σ_p max_i |v_i^p - v'_i^p|          */
+    double max_avg_dist_pct; /* 100 max_avg_dist / diag                */
+    double norm_distort;  /* (1/(FP)) Σ_p Σ_f |n_f^p x n'_f^p|         */
+    double diag;          /* diagonal used                             */
+} df_decompose_metrics_t;
+
+int df_decompose_metrics(int64_t n_frames, int64_t n_vertices,
+                         const float *orig /* [F,N,3] */,
+                         const float *approx /* [F,N,3] */,
+                         int64_t n_triangles, const uint32_t *triangles,
+                         double diag, df_decompose_metrics_t *out,
+                         df_error_t *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* DF_DECOMPOSE_H */
