@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# tests/e2e/viewer.sh — the web viewer and the browser module in headless
+# Chromium against a real daemon on the demo repository.
+#
+# Needs /usr/bin/chromium and clients/js/node_modules/playwright-core (both
+# installed by `tools/deps.sh --test`, which `make test` runs) and the viewer's
+# vendor copies of three.js / deformd.js (tools/deps.sh). The browser part is
+# tests/e2e/viewer_check.cjs; screenshots land in $DF_TEST_OUT.
+. "$(dirname "$0")/product_common.sh"
+
+missing=
+[ -x /usr/bin/chromium ] || missing="$missing chromium"
+[ -f clients/js/node_modules/playwright-core/package.json ] || missing="$missing playwright-core"
+for f in three.module.js OrbitControls.js deformd.js; do
+    [ -f "server/www/vendor/$f" ] || missing="$missing server/www/vendor/$f"
+done
+command -v node >/dev/null || missing="$missing node"
+if [ -n "$missing" ]; then
+    fail viewer-prerequisites "missing:$missing (run tools/deps.sh --test)"
+    finish; exit 1
+fi
+# the vendored module must be the current clients/js/deformd.js
+cmp -s clients/js/deformd.js server/www/vendor/deformd.js && ok viewer-vendor-module-current \
+    || fail viewer-vendor-module-current "server/www/vendor/deformd.js is stale (run tools/deps.sh)"
+
+build_demo "$T/demo-repo" && ok viewer-demo-repo || { fail viewer-demo-repo; finish; exit 1; }
+start_daemon "$T/demo-repo" --www "$ROOT/server/www" && ok viewer-daemon-ready \
+    || { fail viewer-daemon-ready; finish; exit 1; }
+
+curl -sf "$URL/viewer/" | grep -q 'deformd viewer' && ok viewer-served-at-viewer || fail viewer-served-at-viewer
+curl -sf "$URL/viewer/vendor/three.module.js" -o /dev/null && ok viewer-three-served-locally \
+    || fail viewer-three-served-locally
+grep -Eq 'https?://' server/www/index.html server/www/viewer.js \
+    && fail viewer-no-remote-urls "index.html/viewer.js reference a remote URL" || ok viewer-no-remote-urls
+
+REQ=$T/demo-repo/requests/wuson_pose.json
+curl -sf "$URL/v2/models/wuson/infer" -d @"$REQ" -o "$T/curl_wuson.json" || fail viewer-curl-reference
+
+timeout 120 node tests/e2e/viewer_check.cjs "$URL" "$OUT" "$REQ" "$T/curl_wuson.json" \
+    "$ROOT/clients/js/node_modules" || NFAIL=$((NFAIL + 1))
+ls "$OUT"/viewer-*.png 2>/dev/null
+finish

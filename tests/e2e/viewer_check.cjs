@@ -1,0 +1,130 @@
+// viewer_check.cjs — driven by tests/e2e/viewer.sh (not run on its own).
+//
+// Headless Chromium (Debian's, through playwright-core) loads the viewer the
+// daemon serves at /viewer/, picks a character in the UI, shows two frames of
+// a clip and checks that the canvas shows the character (enough non-background
+// pixels) and that it changed between the frames; saves screenshots. Then,
+// in the same page, the browser module (vendor/deformd.js) evaluates the
+// README's wuson pose, binary and JSON, and the result must equal curl's
+// answer for the same request bit for bit. Prints "ok NAME"/"FAIL NAME".
+//
+// usage: node viewer_check.cjs URL OUTDIR POSE_REQUEST.json CURL_ANSWER.json PLAYWRIGHT_DIR
+'use strict';
+const path = require('path');
+const fs = require('fs');
+const [url, outDir, poseFile, curlFile, pwDir] = process.argv.slice(2);
+const { chromium } = require(path.join(pwDir, 'playwright-core'));
+
+let fails = 0;
+function check(name, cond, detail) {
+  console.log((cond ? 'ok ' : 'FAIL ') + name + (cond || detail === undefined ? '' : ' ' + detail));
+  if (!cond) fails++;
+}
+
+// Canvas statistics computed in the page: fraction of pixels that are not
+// the background colour, and a downsampled grey image for frame differences.
+async function canvasStats(page) {
+  return page.evaluate(() => {
+    const src = document.querySelector('#view canvas');
+    const c = document.createElement('canvas');
+    c.width = src.width; c.height = src.height;
+    const g = c.getContext('2d');
+    g.drawImage(src, 0, 0);
+    const d = g.getImageData(0, 0, c.width, c.height).data;
+    const bg = [d[0], d[1], d[2]]; // a corner is background (camera frames the mesh)
+    let fg = 0;
+    const grey = [];
+    for (let i = 0; i < d.length; i += 4) {
+      const diff = Math.abs(d[i] - bg[0]) + Math.abs(d[i + 1] - bg[1]) + Math.abs(d[i + 2] - bg[2]);
+      if (diff > 24) fg++;
+      grey.push((d[i] + d[i + 1] + d[i + 2]) / 3);
+    }
+    return { w: c.width, h: c.height, fg: fg / (d.length / 4), grey };
+  });
+}
+
+function changedFraction(a, b) {
+  let n = 0;
+  for (let i = 0; i < a.grey.length; i++) if (Math.abs(a.grey[i] - b.grey[i]) > 8) n++;
+  return n / a.grey.length;
+}
+
+(async () => {
+  const userDir = fs.mkdtempSync(path.join(require('os').tmpdir(), 'df-chromium-'));
+  const browser = await chromium.launch({
+    executablePath: '/usr/bin/chromium',
+    headless: true,
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+      '--disable-background-networking', '--disable-component-update', '--disable-sync',
+      '--use-angle=swiftshader', '--enable-unsafe-swiftshader', `--user-data-dir=${userDir}`],
+  });
+  try {
+    const page = await browser.newPage({ viewport: { width: 960, height: 640 } });
+    const errors = [];
+    page.on('pageerror', (e) => errors.push(String(e)));
+    page.on('console', (m) => { if (m.type() === 'error') errors.push(m.text()); });
+    await page.goto(url + '/viewer/', { waitUntil: 'load' });
+    await page.waitForFunction(() => window.viewer && (window.viewer.ready || window.viewer.error), null, { timeout: 60000 });
+    const err0 = await page.evaluate(() => window.viewer.error || null);
+    check('viewer-loads', !err0, err0);
+    const options = await page.$$eval('#character option', (os) => os.map((o) => o.value));
+    check('viewer-lists-characters', ['wuson', 'wuson_dqs', 'morphcube'].every((n) => options.includes(n)), JSON.stringify(options));
+
+    // pick a character through the UI, as a user would
+    await page.selectOption('#character', 'wuson');
+    await page.waitForFunction(() => window.viewer.state.name === 'wuson' && window.viewer.state.frames > 0 && !window.viewer.state.inflight, null, { timeout: 30000 });
+    const clips = await page.$$eval('#clip option', (os) => os.map((o) => o.value));
+    check('viewer-shows-clips', clips.includes('Wuson_Walk'), JSON.stringify(clips));
+
+    // play two frames of the walk
+    await page.selectOption('#clip', 'Wuson_Walk');
+    await page.evaluate(() => window.viewer.show({ clip: 'Wuson_Walk', time: 0.3 }));
+    const a = await canvasStats(page);
+    await page.screenshot({ path: path.join(outDir, 'viewer-wuson-walk-0.3s.png') });
+    await page.evaluate(() => window.viewer.show({ clip: 'Wuson_Walk', time: 1.5 }));
+    const b = await canvasStats(page);
+    await page.screenshot({ path: path.join(outDir, 'viewer-wuson-walk-1.5s.png') });
+    check('viewer-character-visible', a.fg > 0.01 && b.fg > 0.01, `foreground ${a.fg.toFixed(4)} ${b.fg.toFixed(4)}`);
+    const ch = changedFraction(a, b);
+    check('viewer-canvas-changed-between-frames', ch > 0.001, `changed ${ch}`);
+    console.log(`frames: foreground ${(100 * a.fg).toFixed(2)}% / ${(100 * b.fg).toFixed(2)}% of the canvas, ${(100 * ch).toFixed(2)}% of pixels changed`);
+
+    // the morph cube with its sliders
+    await page.selectOption('#character', 'morphcube');
+    await page.waitForFunction(() => window.viewer.state.name === 'morphcube' && window.viewer.state.frames > 2 && !window.viewer.state.inflight, null, { timeout: 30000 });
+    const c0 = await canvasStats(page);
+    await page.evaluate(() => window.viewer.show({ clip: '', weights: [1.0, 0.0] }));
+    const c1 = await canvasStats(page);
+    await page.screenshot({ path: path.join(outDir, 'viewer-morphcube.png') });
+    check('viewer-morph-weights-change-canvas', changedFraction(c0, c1) > 0.001 && c1.fg > 0.01);
+
+    // the browser module equals curl for the same pose, binary and JSON
+    const pose = JSON.parse(fs.readFileSync(poseFile, 'utf8')).inputs[0];
+    const curl = JSON.parse(fs.readFileSync(curlFile, 'utf8')).outputs.find((o) => o.name === 'positions');
+    const ref = Float32Array.from(curl.data.flat(Infinity));
+    for (const binary of [true, false]) {
+      const got = await page.evaluate(async ({ pose, binary }) => {
+        const m = await import('./vendor/deformd.js');
+        const c = new m.DeformdClient('');
+        const r = await c.infer('wuson', { joint_rotations: { shape: pose.shape, data: pose.data } },
+          { outputs: ['positions'], binary });
+        return { shape: r.positions.shape, data: Array.from(r.positions.data) };
+      }, { pose, binary });
+      const g = Float32Array.from(got.data);
+      let same = g.length === ref.length && JSON.stringify(got.shape) === JSON.stringify(curl.shape);
+      let maxd = 0;
+      for (let i = 0; same && i < g.length; i++) {
+        maxd = Math.max(maxd, Math.abs(g[i] - ref[i]));
+        if (g[i] !== ref[i]) same = false;
+      }
+      check(`browser-module-${binary ? 'binary' : 'json'}-equals-curl`, same, `shape ${got.shape} vs ${curl.shape}, max diff ${maxd}`);
+    }
+    check('viewer-no-page-errors', errors.length === 0, JSON.stringify(errors.slice(0, 5)));
+  } catch (e) {
+    check('viewer-run', false, String(e && e.stack || e));
+  } finally {
+    await browser.close();
+    fs.rmSync(userDir, { recursive: true, force: true });
+  }
+  process.exit(fails ? 1 : 0);
+})();
