@@ -151,6 +151,31 @@ bench: bench-core
 bench-core: all $(BENCH_BINS)
 	@bench/run_core.sh
 
+# Fuzzing (libFuzzer; needs clang): `make fuzz [FUZZ_SECONDS=60]` builds
+# every fuzz/fuzz_*.c against core/ and proto/ compiled with
+# -fsanitize=fuzzer-no-link,address,undefined and runs each for FUZZ_SECONDS
+# on a scratch corpus seeded from fuzz/corpus/<name>/ (which stays untouched).
+FUZZ_CC      ?= clang
+FUZZ_SECONDS ?= 60
+FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined
+FUZZ_OBJ     := $(patsubst %.c,$(B)/fuzz/obj/%.o,$(CORE_SRC) $(PROTO_SRC))
+FUZZ_BINS    := $(patsubst fuzz/%.c,$(B)/fuzz/bin/%,$(wildcard fuzz/fuzz_*.c))
+$(B)/fuzz/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(CPPFLAGS) -std=c11 -g -O1 -fsanitize=fuzzer-no-link $(FUZZ_SAN) -c $< -o $@
+$(B)/fuzz/bin/%: fuzz/%.c $(FUZZ_OBJ)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(CPPFLAGS) -std=c11 -g -O1 -fsanitize=fuzzer $(FUZZ_SAN) -o $@ $< $(FUZZ_OBJ) $(LDLIBS_CORE)
+.PHONY: fuzz fuzz-build
+fuzz-build: $(FUZZ_BINS)
+fuzz: fuzz-build
+	@for f in $(FUZZ_BINS); do n=$$(basename $$f | sed 's/^fuzz_//'); \
+	  mkdir -p $(B)/fuzz/corpus-$$n fuzz/corpus/$$n; d=; \
+	  [ -f fuzz/$$n.dict ] && d=-dict=fuzz/$$n.dict; \
+	  echo "== $$f ($(FUZZ_SECONDS) s)"; \
+	  $$f -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -print_final_stats=1 $$d \
+	     $(B)/fuzz/corpus-$$n fuzz/corpus/$$n || exit 1; done
+
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')
 

@@ -115,9 +115,10 @@ df_job_t *df_job_new(df_server_t *s);
 void df_job_free(df_job_t **job);
 
 /* Validate and queue. Errors (done() will NOT run): DF_ENOTFOUND unknown
- * character / input / output, DF_EINVAL bad shape (the message names the
- * input and the expected shape), DF_ELIMIT too many poses, DF_EOVERLOAD
- * the model's queue is full, DF_ESHUTDOWN the server is stopping. */
+ * character; DF_EINVAL unknown input/output/clip, bad shape (the message
+ * names the input and the expected shape), non-finite value; DF_ELIMIT too
+ * many poses; DF_EOVERLOAD the model's queue is full; DF_ESHUTDOWN the
+ * server is stopping. Map codes with df_http_status_for(). */
 int df_server_submit(df_server_t *s, df_job_t *job, df_error_t *err);
 
 /* ------------------------------------------------------ lookups for fronts */
@@ -146,7 +147,7 @@ typedef struct df_index_entry {
     char name[DF_NAME_MAX];        /* model directory name */
     int64_t version;               /* loaded version, -1 when none */
     int ready;                     /* serving */
-    char reason[256];              /* why not ready / last load error */
+    char reason[512];              /* why not ready / last load error */
     int n_characters;
     char characters[8][DF_NAME_MAX];
 } df_index_entry_t;

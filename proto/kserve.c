@@ -1,0 +1,592 @@
+/* kserve.c — KServe v2 JSON + binary-data extension codec (see kserve.h).
+ *
+ * Parsing uses jansson on the JSON header only (never on the binary part),
+ * then walks the document with explicit checks; every error names the
+ * input (or field) at fault. Writing uses a small growable buffer and
+ * prints floats with %.9g (exact float32 round trip).
+ */
+#include "kserve.h"
+#include <jansson.h>
+#include <math.h>
+#include <float.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void df_ks_limits_default(df_ks_limits_t *l)
+{
+    l->max_depth = 16;
+    l->max_elements = 16 * 1024 * 1024;
+}
+
+void df_ks_request_free(df_ks_request_t *r)
+{
+    free(r->arena);
+    r->arena = NULL;
+    r->arena_cap = r->arena_used = 0;
+}
+
+static float *arena_take(df_ks_request_t *r, size_t n)
+{
+    size_t need = r->arena_used + n;
+    if (need > r->arena_cap) {
+        /* inputs already parsed point into the arena: only grow before the
+         * first allocation of a request (we size it in a first pass) */
+        return NULL;
+    }
+    float *p = r->arena + r->arena_used;
+    r->arena_used = need;
+    return p;
+}
+
+static int arena_reserve(df_ks_request_t *r, size_t n)
+{
+    r->arena_used = 0;
+    if (n <= r->arena_cap) return 0;
+    free(r->arena);
+    r->arena = NULL;
+    r->arena_cap = 0;
+    size_t cap = n < 1024 ? 1024 : n;
+    void *p = NULL;
+    if (posix_memalign(&p, 64, cap * sizeof(float))) return -1;
+    r->arena = p;
+    r->arena_cap = cap;
+    return 0;
+}
+
+/* Count numbers in a (nested) data array, checking depth and that every
+ * leaf is a number. Returns count or -1 (err set). */
+static int64_t count_data(const json_t *v, int depth, int max_depth, const char *name,
+                          df_error_t *err)
+{
+    if (depth > max_depth) {
+        df_error_set(err, DF_ELIMIT, "input '%s': data nested deeper than %d", name, max_depth);
+        return -1;
+    }
+    if (json_is_number(v)) return 1;
+    if (!json_is_array(v)) {
+        df_error_set(err, DF_EINVAL, "input '%s': data must hold numbers, found %s", name,
+                     json_is_string(v) ? "a string" : json_is_object(v) ? "an object"
+                     : json_is_boolean(v) ? "a boolean" : json_is_null(v) ? "null" : "a value");
+        return -1;
+    }
+    int64_t n = 0;
+    size_t i;
+    const json_t *e;
+    json_array_foreach(v, i, e) {
+        int64_t c = count_data(e, depth + 1, max_depth, name, err);
+        if (c < 0) return -1;
+        n += c;
+    }
+    return n;
+}
+
+/* Check a nested array against the shape (row-major, each level's length
+ * equal to its dimension). A flat array of numel numbers is also valid. */
+static int nested_ok(const json_t *v, const int64_t *shape, int ndim)
+{
+    if (ndim == 0) return json_is_number(v);
+    if (!json_is_array(v) || (int64_t)json_array_size(v) != shape[0]) return 0;
+    size_t i;
+    const json_t *e;
+    json_array_foreach(v, i, e) if (!nested_ok(e, shape + 1, ndim - 1)) return 0;
+    return 1;
+}
+
+static int flatten(const json_t *v, float *out, int64_t *k, const char *name, df_error_t *err)
+{
+    if (json_is_number(v)) {
+        double d = json_number_value(v);
+        if (!isfinite(d) || fabs(d) > FLT_MAX) {
+            df_error_set(err, DF_EINVAL, "input '%s': element %lld (%g) is outside float32", name,
+                         (long long)*k, d);
+            return -1;
+        }
+        out[(*k)++] = (float)d;
+        return 0;
+    }
+    size_t i;
+    const json_t *e;
+    json_array_foreach(v, i, e) if (flatten(e, out, k, name, err)) return -1;
+    return 0;
+}
+
+static int parse_encoding(const json_t *p, df_encoding_t *out, const char *where, df_error_t *err)
+{
+    const json_t *e = json_object_get(p, "encoding");
+    if (!e) return 0;
+    if (!json_is_string(e) || df_encoding_parse(json_string_value(e), out))
+        return df_error_set(err, DF_EINVAL,
+                            "%s: parameters.encoding must be \"float32\", \"float16\" or \"int16\"",
+                            where);
+    return 0;
+}
+
+static int parse_bool(const json_t *p, const char *key, int *out, const char *where,
+                      df_error_t *err)
+{
+    const json_t *e = json_object_get(p, key);
+    if (!e) return 0;
+    if (!json_is_boolean(e))
+        return df_error_set(err, DF_EINVAL, "%s: parameters.%s must be true or false", where, key);
+    *out = json_is_true(e);
+    return 0;
+}
+
+static int copy_name(char *dst, const json_t *v, const char *what, df_error_t *err)
+{
+    if (!json_is_string(v))
+        return df_error_set(err, DF_EINVAL, "%s: \"name\" must be a string", what);
+    const char *s = json_string_value(v);
+    size_t n = strlen(s);
+    if (n == 0 || n >= DF_NAME_MAX)
+        return df_error_set(err, DF_EINVAL, "%s: name must be 1..%d characters", what,
+                            DF_NAME_MAX - 1);
+    if (n != json_string_length(v))
+        return df_error_set(err, DF_EINVAL, "%s: name contains a NUL byte", what);
+    memcpy(dst, s, n + 1);
+    return 0;
+}
+
+int df_kserve_parse_request(df_ks_request_t *r, const char *body, size_t len, size_t json_len,
+                            const df_ks_limits_t *lim, df_error_t *err)
+{
+    df_ks_limits_t dl;
+    if (!lim) { df_ks_limits_default(&dl); lim = &dl; }
+    float *keep = r->arena;
+    size_t keep_cap = r->arena_cap;
+    memset(r, 0, sizeof *r);
+    r->arena = keep;
+    r->arena_cap = keep_cap;
+    r->binary_output = 0;
+    if (json_len > len)
+        return df_error_set(err, DF_EINVAL,
+                            "Inference-Header-Content-Length %zu is larger than the body (%zu bytes)",
+                            json_len, len);
+    if (json_len == 0) return df_error_set(err, DF_EINVAL, "empty request body");
+    json_error_t je;
+    json_t *root = json_loadb(body, json_len, JSON_REJECT_DUPLICATES, &je);
+    if (!root)
+        return df_error_set(err, DF_EINVAL, "invalid JSON at line %d column %d: %s", je.line,
+                            je.column, je.text);
+    int rc = DF_OK;
+    if (!json_is_object(root)) {
+        rc = df_error_set(err, DF_EINVAL, "the request must be a JSON object");
+        goto done;
+    }
+    const json_t *id = json_object_get(root, "id");
+    if (id) {
+        if (!json_is_string(id) || strlen(json_string_value(id)) >= sizeof r->id) {
+            rc = df_error_set(err, DF_EINVAL, "\"id\" must be a string of at most %zu bytes",
+                              sizeof r->id - 1);
+            goto done;
+        }
+        strcpy(r->id, json_string_value(id));
+    }
+    /* request parameters */
+    const json_t *params = json_object_get(root, "parameters");
+    if (params) {
+        if (!json_is_object(params)) {
+            rc = df_error_set(err, DF_EINVAL, "\"parameters\" must be an object");
+            goto done;
+        }
+        if ((rc = parse_bool(params, "binary_data_output", &r->binary_output, "request", err)))
+            goto done;
+        if ((rc = parse_encoding(params, &r->encoding, "request", err))) goto done;
+        const json_t *v;
+        if ((v = json_object_get(params, "skinning"))) {
+            const char *s = json_is_string(v) ? json_string_value(v) : "";
+            if (!strcmp(s, "lbs")) r->flags = DF_POSE_LBS;
+            else if (!strcmp(s, "dqs")) r->flags = DF_POSE_DQS;
+            else {
+                rc = df_error_set(err, DF_EINVAL, "parameters.skinning must be \"lbs\" or \"dqs\"");
+                goto done;
+            }
+        }
+        if ((v = json_object_get(params, "timeout_us"))) {
+            if (!json_is_integer(v) || json_integer_value(v) <= 0 ||
+                json_integer_value(v) > 3600000000LL) {
+                rc = df_error_set(err, DF_EINVAL, "parameters.timeout_us must be an integer in 1..3.6e9");
+                goto done;
+            }
+            r->timeout_us = json_integer_value(v);
+        }
+        if ((v = json_object_get(params, "batch_size"))) {
+            if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > 65536) {
+                rc = df_error_set(err, DF_EINVAL, "parameters.batch_size must be an integer in 1..65536");
+                goto done;
+            }
+            r->batch_size = (int)json_integer_value(v);
+        }
+        if ((v = json_object_get(params, "clip"))) {
+            if ((rc = copy_name(r->clip, v, "parameters.clip", err))) goto done;
+        }
+        if ((v = json_object_get(params, "time"))) {
+            if (!json_is_number(v) || !isfinite(json_number_value(v))) {
+                rc = df_error_set(err, DF_EINVAL, "parameters.time must be a number (seconds)");
+                goto done;
+            }
+            r->clip_time = json_number_value(v);
+        }
+        if ((v = json_object_get(params, "dt"))) {
+            if (!json_is_number(v) || !isfinite(json_number_value(v))) {
+                rc = df_error_set(err, DF_EINVAL, "parameters.dt must be a number (seconds)");
+                goto done;
+            }
+            r->clip_dt = json_number_value(v);
+        }
+    }
+    /* inputs: first pass validates and counts arena floats */
+    const json_t *inputs = json_object_get(root, "inputs");
+    if (inputs && !json_is_array(inputs)) {
+        rc = df_error_set(err, DF_EINVAL, "\"inputs\" must be an array");
+        goto done;
+    }
+    size_t nin = inputs ? json_array_size(inputs) : 0;
+    if (nin > DF_KS_MAX_TENSORS) {
+        rc = df_error_set(err, DF_ELIMIT, "%zu inputs (max %d)", nin, DF_KS_MAX_TENSORS);
+        goto done;
+    }
+    int64_t total = 0;
+    size_t arena_need = 0, bin_off = json_len;
+    for (size_t i = 0; i < nin; i++) {
+        const json_t *in = json_array_get(inputs, i);
+        df_ks_input_t *x = &r->inputs[i];
+        char what[96];
+        snprintf(what, sizeof what, "inputs[%zu]", i);
+        if (!json_is_object(in)) {
+            rc = df_error_set(err, DF_EINVAL, "%s must be an object", what);
+            goto done;
+        }
+        if ((rc = copy_name(x->name, json_object_get(in, "name"), what, err))) goto done;
+        for (size_t k = 0; k < i; k++)
+            if (!strcmp(r->inputs[k].name, x->name)) {
+                rc = df_error_set(err, DF_EINVAL, "input '%s' given twice", x->name);
+                goto done;
+            }
+        const json_t *dt = json_object_get(in, "datatype");
+        if (!json_is_string(dt)) {
+            rc = df_error_set(err, DF_EINVAL, "input '%s': \"datatype\" missing (use \"FP32\")",
+                              x->name);
+            goto done;
+        }
+        if (strcmp(json_string_value(dt), "FP32")) {
+            rc = df_error_set(err, DF_EUNSUPPORTED,
+                              "input '%s': datatype \"%.32s\" not supported (use \"FP32\")",
+                              x->name, json_string_value(dt));
+            goto done;
+        }
+        const json_t *shape = json_object_get(in, "shape");
+        if (!json_is_array(shape)) {
+            rc = df_error_set(err, DF_EINVAL, "input '%s': \"shape\" must be an array of integers",
+                              x->name);
+            goto done;
+        }
+        if (json_array_size(shape) > DF_MAX_DIMS) {
+            rc = df_error_set(err, DF_EINVAL, "input '%s': shape has %zu dimensions (max %d)",
+                              x->name, json_array_size(shape), DF_MAX_DIMS);
+            goto done;
+        }
+        x->ndim = (int)json_array_size(shape);
+        int64_t numel = 1;
+        for (int k = 0; k < x->ndim; k++) {
+            const json_t *d = json_array_get(shape, (size_t)k);
+            if (!json_is_integer(d) || json_integer_value(d) < 0 ||
+                json_integer_value(d) > lim->max_elements) {
+                rc = df_error_set(err, DF_EINVAL,
+                                  "input '%s': shape[%d] must be an integer in 0..%lld", x->name, k,
+                                  (long long)lim->max_elements);
+                goto done;
+            }
+            x->shape[k] = json_integer_value(d);
+            numel *= x->shape[k];
+            if (numel > lim->max_elements) {
+                rc = df_error_set(err, DF_ELIMIT, "input '%s': more than %lld elements", x->name,
+                                  (long long)lim->max_elements);
+                goto done;
+            }
+        }
+        x->numel = numel;
+        total += numel;
+        if (total > lim->max_elements) {
+            rc = df_error_set(err, DF_ELIMIT, "request has more than %lld elements",
+                              (long long)lim->max_elements);
+            goto done;
+        }
+        const json_t *ip = json_object_get(in, "parameters");
+        const json_t *bsz = ip && json_is_object(ip) ? json_object_get(ip, "binary_data_size") : NULL;
+        const json_t *data = json_object_get(in, "data");
+        if (ip && !json_is_object(ip)) {
+            rc = df_error_set(err, DF_EINVAL, "input '%s': \"parameters\" must be an object", x->name);
+            goto done;
+        }
+        if (bsz) {
+            if (data) {
+                rc = df_error_set(err, DF_EINVAL,
+                                  "input '%s': both \"data\" and parameters.binary_data_size", x->name);
+                goto done;
+            }
+            if (!json_is_integer(bsz) || json_integer_value(bsz) < 0) {
+                rc = df_error_set(err, DF_EINVAL,
+                                  "input '%s': parameters.binary_data_size must be a non-negative integer",
+                                  x->name);
+                goto done;
+            }
+            uint64_t n = (uint64_t)json_integer_value(bsz);
+            if (n != (uint64_t)numel * 4) {
+                rc = df_error_set(err, DF_EINVAL,
+                                  "input '%s': binary_data_size %llu does not match shape (%lld FP32 = %lld bytes)",
+                                  x->name, (unsigned long long)n, (long long)numel,
+                                  (long long)numel * 4);
+                goto done;
+            }
+            if (n > len - bin_off) {
+                rc = df_error_set(err, DF_EINVAL,
+                                  "input '%s': binary data of %llu bytes runs past the end of the body "
+                                  "(%zu bytes left)",
+                                  x->name, (unsigned long long)n, len - bin_off);
+                goto done;
+            }
+            x->binary = 1;
+            x->data = (const float *)(body + bin_off); /* fixed up below */
+            bin_off += n;
+            if (((uintptr_t)x->data & 3) != 0) arena_need += (size_t)numel;
+        } else {
+            if (!data) {
+                rc = df_error_set(err, DF_EINVAL,
+                                  "input '%s': no \"data\" (and no parameters.binary_data_size)",
+                                  x->name);
+                goto done;
+            }
+            int64_t c = count_data(data, 1, lim->max_depth, x->name, err);
+            if (c < 0) { rc = err ? err->code : DF_EINVAL; goto done; }
+            if (c != numel) {
+                rc = df_error_set(err, DF_EINVAL,
+                                  "input '%s': data has %lld numbers but shape needs %lld", x->name,
+                                  (long long)c, (long long)numel);
+                goto done;
+            }
+            if (json_is_array(data) && json_array_size(data) != (size_t)numel &&
+                !nested_ok(data, x->shape, x->ndim)) {
+                rc = df_error_set(err, DF_EINVAL,
+                                  "input '%s': nested data does not follow the shape", x->name);
+                goto done;
+            }
+            if (!json_is_array(data)) {
+                rc = df_error_set(err, DF_EINVAL, "input '%s': data must be an array", x->name);
+                goto done;
+            }
+            arena_need += (size_t)numel;
+        }
+    }
+    if (bin_off != len) {
+        rc = df_error_set(err, DF_EINVAL,
+                          "body has %zu bytes after the JSON header but the inputs' binary_data_size "
+                          "add up to %zu",
+                          len - json_len, bin_off - json_len);
+        goto done;
+    }
+    if (arena_reserve(r, arena_need + 16)) {
+        rc = df_error_set(err, DF_ENOMEM, "out of memory");
+        goto done;
+    }
+    for (size_t i = 0; i < nin; i++) {
+        df_ks_input_t *x = &r->inputs[i];
+        if (x->binary) {
+            if (((uintptr_t)x->data & 3) != 0) {
+                float *dst = arena_take(r, (size_t)x->numel);
+                memcpy(dst, x->data, (size_t)x->numel * 4);
+                x->data = dst;
+            }
+            for (int64_t k = 0; k < x->numel; k++)
+                if (!isfinite(x->data[k])) {
+                    rc = df_error_set(err, DF_EINVAL, "input '%s': element %lld is not finite",
+                                      x->name, (long long)k);
+                    goto done;
+                }
+        } else {
+            float *dst = arena_take(r, (size_t)x->numel);
+            int64_t k = 0;
+            if (flatten(json_object_get(json_array_get(inputs, i), "data"), dst, &k, x->name, err)) {
+                rc = err ? err->code : DF_EINVAL;
+                goto done;
+            }
+            x->data = dst;
+        }
+    }
+    r->n_inputs = (int)nin;
+    /* outputs */
+    const json_t *outputs = json_object_get(root, "outputs");
+    if (outputs && !json_is_array(outputs)) {
+        rc = df_error_set(err, DF_EINVAL, "\"outputs\" must be an array");
+        goto done;
+    }
+    size_t nout = outputs ? json_array_size(outputs) : 0;
+    if (nout > DF_KS_MAX_TENSORS) {
+        rc = df_error_set(err, DF_ELIMIT, "%zu outputs requested (max %d)", nout, DF_KS_MAX_TENSORS);
+        goto done;
+    }
+    for (size_t i = 0; i < nout; i++) {
+        const json_t *o = json_array_get(outputs, i);
+        df_ks_output_req_t *y = &r->outputs[i];
+        char what[96];
+        snprintf(what, sizeof what, "outputs[%zu]", i);
+        if (!json_is_object(o)) {
+            rc = df_error_set(err, DF_EINVAL, "%s must be an object", what);
+            goto done;
+        }
+        if ((rc = copy_name(y->name, json_object_get(o, "name"), what, err))) goto done;
+        y->binary = -1;
+        const json_t *op = json_object_get(o, "parameters");
+        if (op) {
+            if (!json_is_object(op)) {
+                rc = df_error_set(err, DF_EINVAL, "output '%s': \"parameters\" must be an object", y->name);
+                goto done;
+            }
+            if ((rc = parse_bool(op, "binary_data", &y->binary, y->name, err))) goto done;
+            if ((rc = parse_encoding(op, &y->encoding, y->name, err))) goto done;
+        }
+    }
+    r->n_outputs = (int)nout;
+done:
+    json_decref(root);
+    if (rc && err && err->code == 0) err->code = rc;
+    return rc;
+}
+
+/* ------------------------------------------------------------- writing */
+
+void df_ks_buf_reset(df_ks_buf_t *b) { b->len = 0; b->oom = 0; if (b->data) b->data[0] = 0; }
+
+void df_ks_buf_free(df_ks_buf_t *b)
+{
+    free(b->data);
+    memset(b, 0, sizeof *b);
+}
+
+static int reserve(df_ks_buf_t *b, size_t extra)
+{
+    if (b->oom) return -1;
+    if (b->len + extra + 1 <= b->cap) return 0;
+    size_t nc = b->cap ? b->cap : 4096;
+    while (nc < b->len + extra + 1) nc *= 2;
+    char *nd = realloc(b->data, nc);
+    if (!nd) { b->oom = 1; return -1; }
+    b->data = nd;
+    b->cap = nc;
+    return 0;
+}
+
+void df_ks_buf_append(df_ks_buf_t *b, const char *s, size_t n)
+{
+    if (reserve(b, n)) return;
+    memcpy(b->data + b->len, s, n);
+    b->len += n;
+    b->data[b->len] = 0;
+}
+
+void df_ks_buf_printf(df_ks_buf_t *b, const char *fmt, ...)
+{
+    for (int tries = 0; tries < 2; tries++) {
+        if (reserve(b, 64)) return;
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(b->data + b->len, b->cap - b->len, fmt, ap);
+        va_end(ap);
+        if (n < 0) { b->oom = 1; return; }
+        if ((size_t)n < b->cap - b->len) { b->len += (size_t)n; return; }
+        if (reserve(b, (size_t)n + 1)) return;
+    }
+}
+
+void df_ks_buf_json_string(df_ks_buf_t *b, const char *s)
+{
+    df_ks_buf_append(b, "\"", 1);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\') {
+            char e[2] = {'\\', (char)*p};
+            df_ks_buf_append(b, e, 2);
+        } else if (*p < 0x20) {
+            df_ks_buf_printf(b, "\\u%04x", *p);
+        } else {
+            df_ks_buf_append(b, (const char *)p, 1);
+        }
+    }
+    df_ks_buf_append(b, "\"", 1);
+}
+
+/* Fast float formatting with exact float32 round trip. */
+static void put_floats(df_ks_buf_t *b, const float *x, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (reserve(b, 32)) return;
+        int k = snprintf(b->data + b->len, 32, i ? ",%.9g" : "%.9g", (double)x[i]);
+        b->len += (size_t)k;
+    }
+}
+
+int df_kserve_write_response(df_ks_buf_t *b, const char *model_name, int64_t version,
+                             const char *id, const df_ks_output_t *outs, int n,
+                             const char *params_json)
+{
+    df_ks_buf_append(b, "{\"model_name\":", 14);
+    df_ks_buf_json_string(b, model_name);
+    df_ks_buf_printf(b, ",\"model_version\":\"%lld\"", (long long)version);
+    if (id && id[0]) {
+        df_ks_buf_append(b, ",\"id\":", 6);
+        df_ks_buf_json_string(b, id);
+    }
+    if (params_json && params_json[0]) df_ks_buf_printf(b, ",\"parameters\":{%s}", params_json);
+    df_ks_buf_append(b, ",\"outputs\":[", 12);
+    for (int i = 0; i < n; i++) {
+        const df_ks_output_t *o = &outs[i];
+        size_t numel = 1;
+        for (int k = 0; k < o->ndim; k++) numel *= (size_t)o->shape[k];
+        df_ks_buf_append(b, i ? ",{\"name\":" : "{\"name\":", i ? 9 : 8);
+        df_ks_buf_json_string(b, o->name);
+        df_ks_buf_printf(b, ",\"datatype\":\"%s\",\"shape\":[", df_encoding_kserve(o->encoding));
+        for (int k = 0; k < o->ndim; k++)
+            df_ks_buf_printf(b, k ? ",%lld" : "%lld", (long long)o->shape[k]);
+        df_ks_buf_printf(b, "],\"parameters\":{\"encoding\":\"%s\"", df_encoding_name(o->encoding));
+        if (o->encoding == DF_ENC_I16 && o->quant) {
+            df_ks_buf_append(b, ",\"scale\":[", 10);
+            put_floats(b, o->quant->scale, (size_t)o->quant->comps);
+            df_ks_buf_append(b, "],\"offset\":[", 12);
+            put_floats(b, o->quant->offset, (size_t)o->quant->comps);
+            df_ks_buf_printf(b, "],\"clamped\":%zu", o->clamped);
+        }
+        if (o->binary) {
+            df_ks_buf_printf(b, ",\"binary_data_size\":%zu}}", o->nbytes);
+            continue;
+        }
+        df_ks_buf_append(b, "},\"data\":[", 10);
+        if (o->encoding == DF_ENC_I16) {
+            const int16_t *q = o->bytes;
+            for (size_t k = 0; k < numel; k++) {
+                if (reserve(b, 16)) break;
+                b->len += (size_t)snprintf(b->data + b->len, 16, k ? ",%d" : "%d", q[k]);
+            }
+        } else if (o->encoding == DF_ENC_F16) {
+            const uint16_t *h = o->bytes;
+            for (size_t k = 0; k < numel; k++) {
+                if (reserve(b, 32)) break;
+                b->len += (size_t)snprintf(b->data + b->len, 32, k ? ",%.9g" : "%.9g",
+                                           (double)df_f16_to_f32(h[k]));
+            }
+        } else {
+            put_floats(b, o->f32, numel);
+        }
+        df_ks_buf_append(b, "]}", 2);
+    }
+    df_ks_buf_append(b, "]}", 2);
+    return b->oom ? DF_ENOMEM : DF_OK;
+}
+
+int df_kserve_write_error(df_ks_buf_t *b, const char *msg)
+{
+    df_ks_buf_append(b, "{\"error\":", 9);
+    df_ks_buf_json_string(b, msg);
+    df_ks_buf_append(b, "}", 1);
+    return b->oom ? DF_ENOMEM : DF_OK;
+}

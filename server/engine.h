@@ -1,0 +1,130 @@
+/* engine.h — the engine's internal state, shared by registry.c (models and
+ * characters), batcher.c (jobs, submit, queues), worker.c (threads,
+ * evaluation, drain) and metrics.c. Fronts use job.h only.
+ *
+ * DESIGN
+ * One mutex (s->mu) guards the registry, every model queue and the
+ * metrics: the critical sections are a few pointer moves, and a 2-core
+ * machine gains nothing from finer locks. Workers sleep on s->work_cv;
+ * submit signals it; drain waits on s->idle_cv.
+ *
+ * A model directory is a df__mentry_t that lives as long as the server
+ * (stable pointer, never freed before df_server_free); each successful
+ * (re)load creates a df__loaded_t (model + config + resolved character
+ * defaults), reference-counted: the registry holds one reference, every
+ * queued or running job holds one. A reload swaps mentry->cur; jobs
+ * already queued finish on the version they validated against, and a
+ * batch never mixes versions.
+ */
+#ifndef DF_SERVER_ENGINE_H
+#define DF_SERVER_ENGINE_H
+
+#include "config.h"
+#include "job.h"
+#include <pthread.h>
+#include <stdatomic.h>
+
+#define DF__NHIST 16 /* histogram buckets (µs): 50,100,...  +Inf */
+#define DF__NBATCH 10 /* batch-size buckets: 1,2,4,...,256,+Inf */
+
+typedef struct df__loaded {
+    atomic_int refs;
+    df_model_t *model;           /* one reference, owned */
+    df_model_config_t cfg;       /* owned */
+    int n_chars;                 /* cfg.n_characters, or 1 for a bare model */
+    char (*char_names)[DF_NAME_MAX];
+    uint32_t *char_flags;
+    df_encoding_t *char_enc;
+    const float **char_defaults; /* [n_chars * DF_MAX_IO], NULL: model's */
+    int64_t in_numel[DF_MAX_IO], out_numel[DF_MAX_IO];
+    int max_batch_size;          /* effective (config overrides applied) */
+    int64_t max_queue_delay_us;
+    int max_queue_length;
+    int64_t timeout_us;
+    float lo[3], hi[3];          /* rest bbox */
+} df__loaded_t;
+
+typedef struct df__mentry {
+    char name[DF_NAME_MAX];      /* immutable */
+    df__loaded_t *cur;           /* guarded by s->mu; NULL when not loaded */
+    int64_t version;             /* guarded by s->mu */
+    char reason[512];            /* guarded by s->mu: last load problem */
+    /* queue, guarded by s->mu */
+    df_job_t *head, *tail;
+    int q_jobs, q_poses;
+    /* metrics, guarded by s->mu */
+    uint64_t n_success, n_failure, n_batches, n_batch_mixed, n_poses;
+    uint64_t queue_us_sum, compute_us_sum;
+    uint64_t queue_hist[DF__NHIST], compute_hist[DF__NHIST];
+    uint64_t batch_hist[DF__NBATCH];
+    uint64_t n_loads, n_load_failures;
+} df__mentry_t;
+
+struct df__job_priv {
+    df_server_t *s;
+    df_job_t *next;              /* queue or pool link */
+    df__loaded_t *ld;            /* reference while queued/running */
+    df__mentry_t *me;
+    int char_idx;
+    int B;
+    const float *in_base[DF_MAX_IO]; /* per model input: B*numel or NULL */
+    int64_t t_submit_ns, deadline_ns;
+    float *f32; size_t f32_cap;  /* output floats (grow only) */
+    void *enc; size_t enc_cap;   /* encoded outputs (grow only) */
+    float *clip; size_t clip_cap;/* sampled clip inputs (grow only) */
+};
+
+typedef struct df__worker {
+    df_server_t *s;
+    int id;
+    pthread_t th;
+    df_scratch_t *scratch;
+    int cap;                     /* poses the arrays hold */
+    const float **in[DF_MAX_IO];
+    float **out[DF_MAX_IO];
+    uint32_t *flags;
+    float *sink; size_t sink_cap;/* outputs nobody in the batch asked for */
+    df_job_t **jobs; int jobs_cap;
+} df__worker_t;
+
+struct df_server {
+    const df_config_t *cfg;      /* borrowed, immutable */
+    pthread_mutex_t mu;
+    pthread_cond_t work_cv, idle_cv;
+    /* guarded by mu */
+    df__mentry_t **models; size_t n_models, cap_models;
+    size_t rr;                   /* round-robin cursor */
+    int ready, draining, stopping;
+    int64_t inflight;            /* submitted, not yet done */
+    /* job pool, guarded by pool_mu */
+    pthread_mutex_t pool_mu;
+    df_job_t *pool;
+    size_t pool_n;
+    /* workers */
+    int n_workers;
+    df__worker_t *workers;
+    int64_t t_start_ns;
+    pthread_mutex_t load_mu;     /* serialises loads (slow, outside mu) */
+};
+
+int64_t df__now_ns(void);
+void df__log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* registry.c */
+df__loaded_t *df__loaded_ref(df__loaded_t *ld);
+void df__loaded_unref(df__loaded_t **ld);
+/* Under s->mu: find a servable name. Returns the entry or NULL. */
+df__mentry_t *df__find_char(df_server_t *s, const char *name, int *char_idx);
+void df__registry_free(df_server_t *s);
+
+/* worker.c */
+int df__workers_start(df_server_t *s, df_error_t *err);
+void df__workers_stop(df_server_t *s);
+/* Complete a job (not under s->mu): metrics, release, callback. */
+void df__job_complete(df_server_t *s, df_job_t *job);
+
+/* metrics.c (under s->mu) */
+void df__metrics_batch(df__mentry_t *me, int poses, int mixed);
+void df__metrics_job(df__mentry_t *me, const df_job_t *job);
+
+#endif

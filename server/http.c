@@ -1,0 +1,810 @@
+/* http.c — the HTTP front: KServe v2 over libmicrohttpd.
+ *
+ * DESIGN
+ * MHD runs its own epoll thread(s). Each request gets a req_t (con_cls):
+ *  1. first call: route the URL, check Content-Length against the limit
+ *     (an oversize body is refused at once, with Connection: close, so we
+ *     never read it); nothing else is queued on the first call (MHD 0.9.75
+ *     would answer Connection: close — see shared/MEASUREMENTS.md);
+ *  2. upload calls: append to the request's body buffer (bounded);
+ *  3. last call: answer GETs at once; for inference, decode the body
+ *     (proto/kserve.h), fill a df_job_t whose inputs point into the body,
+ *     submit it, and suspend the connection;
+ *  4. the worker's done() marks the request finished and resumes the
+ *     connection (thread-safe in MHD with an ITC); MHD calls us again and
+ *     we encode the response (JSON, binary-data extension, or .glb).
+ * A stalled client therefore never holds a worker: the worker only flips a
+ * flag and resumes; the bytes are written by the MHD thread. The req_t, its
+ * body and the job are freed in MHD's request-completed callback, after
+ * the response has been sent. Every error is {"error": "..."} with a status
+ * from df_http_status_for().
+ */
+#include "http.h"
+#include "glb.h"
+#include "kserve.h"
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+void df__log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+struct df_http {
+    df_server_t *srv;
+    const df_config_t *cfg;
+    struct MHD_Daemon *d;
+    df_ks_limits_t lim;
+};
+
+enum route {
+    R_NOTFOUND, R_LIVE, R_READY, R_SERVER, R_MODELS, R_MODEL_META, R_MODEL_READY, R_INFER,
+    R_POSE_GLB, R_MESH, R_REPO_INDEX, R_REPO_LOAD, R_REPO_UNLOAD, R_METRICS, R_VIEWER, R_ROOT
+};
+
+typedef struct req {
+    df_http_t *h;
+    struct MHD_Connection *conn;
+    enum route route;
+    int is_post, is_get, is_options;
+    char name[DF_NAME_MAX];
+    char path[512];            /* static file path below www */
+    int glb;
+    char *body;
+    size_t len, cap;
+    size_t header_len;         /* Inference-Header-Content-Length, 0: none */
+    int too_big;
+    df_ks_request_t kreq;
+    df_job_t *job;
+    pthread_mutex_t mu;
+    int suspended, finished;   /* guarded by mu */
+    df_ks_buf_t out;           /* response body (JSON header, glb) */
+    struct MHD_IoVec iov[1 + DF_MAX_IO];
+} req_t;
+
+/* ------------------------------------------------------------ responses */
+
+static void add_cors(df_http_t *h, struct MHD_Response *r)
+{
+    if (!h->cfg->cors_origin[0]) return;
+    MHD_add_response_header(r, "Access-Control-Allow-Origin", h->cfg->cors_origin);
+    MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+    MHD_add_response_header(r, "Access-Control-Allow-Headers",
+                            "Content-Type, Authorization, Inference-Header-Content-Length");
+    MHD_add_response_header(r, "Access-Control-Expose-Headers",
+                            "Inference-Header-Content-Length");
+}
+
+static enum MHD_Result queue(req_t *q, unsigned status, struct MHD_Response *r,
+                             const char *ctype)
+{
+    if (!r) return MHD_NO;
+    if (ctype) MHD_add_response_header(r, "Content-Type", ctype);
+    add_cors(q->h, r);
+    enum MHD_Result ret = MHD_queue_response(q->conn, status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+/* Send q->out (persistent until the request completes). */
+static enum MHD_Result send_out(req_t *q, unsigned status, const char *ctype)
+{
+    if (q->out.oom) {
+        df_ks_buf_reset(&q->out);
+        df_ks_buf_printf(&q->out, "{\"error\":\"out of memory\"}");
+        status = 500;
+        ctype = "application/json";
+    }
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(q->out.len, q->out.data, MHD_RESPMEM_PERSISTENT);
+    return queue(q, status, r, ctype);
+}
+
+static enum MHD_Result send_error(req_t *q, unsigned status, const char *msg)
+{
+    df_ks_buf_reset(&q->out);
+    df_kserve_write_error(&q->out, msg);
+    return send_out(q, status, "application/json");
+}
+
+static enum MHD_Result send_df_error(req_t *q, const df_error_t *e)
+{
+    return send_error(q, (unsigned)df_http_status_for(e->code ? e->code : DF_EINTERNAL),
+                      e->msg[0] ? e->msg : df_strerror(e->code));
+}
+
+/* ------------------------------------------------------------- routing */
+
+static int seg_ok(const char *s, size_t n)
+{
+    if (n == 0 || n >= DF_NAME_MAX) return 0;
+    for (size_t i = 0; i < n; i++)
+        if (s[i] == '/' || (unsigned char)s[i] < 0x21) return 0;
+    return 1;
+}
+
+static void route(req_t *q, const char *url)
+{
+    q->route = R_NOTFOUND;
+    if (!strcmp(url, "/v2/health/live")) { q->route = R_LIVE; return; }
+    if (!strcmp(url, "/v2/health/ready")) { q->route = R_READY; return; }
+    if (!strcmp(url, "/v2") || !strcmp(url, "/v2/")) { q->route = R_SERVER; return; }
+    if (!strcmp(url, "/v2/models") || !strcmp(url, "/v2/models/")) { q->route = R_MODELS; return; }
+    if (!strcmp(url, "/metrics")) { q->route = R_METRICS; return; }
+    if (!strcmp(url, "/")) { q->route = R_ROOT; return; }
+    if (!strcmp(url, "/v2/repository/index")) { q->route = R_REPO_INDEX; return; }
+    if (!strncmp(url, "/viewer", 7) && (url[7] == 0 || url[7] == '/')) {
+        const char *p = url[7] ? url + 8 : "";
+        if (!*p) p = "index.html";
+        if (strlen(p) >= sizeof q->path || strstr(p, "..") || strstr(p, "//") || p[0] == '/')
+            return;
+        snprintf(q->path, sizeof q->path, "%s", p);
+        q->route = R_VIEWER;
+        return;
+    }
+    const char *rp = "/v2/repository/models/";
+    if (!strncmp(url, rp, strlen(rp))) {
+        const char *n = url + strlen(rp), *sl = strchr(n, '/');
+        if (!sl || !seg_ok(n, (size_t)(sl - n))) return;
+        memcpy(q->name, n, (size_t)(sl - n));
+        q->name[sl - n] = 0;
+        if (!strcmp(sl, "/load")) q->route = R_REPO_LOAD;
+        else if (!strcmp(sl, "/unload")) q->route = R_REPO_UNLOAD;
+        return;
+    }
+    const char *mp = "/v2/models/";
+    if (strncmp(url, mp, strlen(mp))) return;
+    const char *n = url + strlen(mp), *sl = strchr(n, '/');
+    size_t nl = sl ? (size_t)(sl - n) : strlen(n);
+    if (!seg_ok(n, nl)) return;
+    memcpy(q->name, n, nl);
+    q->name[nl] = 0;
+    const char *rest = sl ? sl : "";
+    /* /versions/<v> is accepted and ignored: the loaded version serves */
+    if (!strncmp(rest, "/versions/", 10)) {
+        const char *s2 = strchr(rest + 10, '/');
+        rest = s2 ? s2 : "";
+    }
+    if (!*rest || !strcmp(rest, "/")) q->route = R_MODEL_META;
+    else if (!strcmp(rest, "/ready")) q->route = R_MODEL_READY;
+    else if (!strcmp(rest, "/infer")) q->route = R_INFER;
+    else if (!strcmp(rest, "/pose.glb")) { q->route = R_POSE_GLB; q->glb = 1; }
+    else if (!strcmp(rest, "/mesh")) q->route = R_MESH;
+    else if (!strcmp(rest, "/mesh.glb")) { q->route = R_MESH; q->glb = 1; }
+}
+
+/* ------------------------------------------------------------ handlers */
+
+static void json_names(df_ks_buf_t *b, const df_model_t *m, const char *list)
+{
+    const char *const *names = NULL;
+    size_t n = df_model_names(m, list, &names);
+    df_ks_buf_append(b, "[", 1);
+    for (size_t i = 0; i < n; i++) {
+        if (i) df_ks_buf_append(b, ",", 1);
+        df_ks_buf_json_string(b, names[i]);
+    }
+    df_ks_buf_append(b, "]", 1);
+}
+
+static void json_io(df_ks_buf_t *b, const df_io_desc_t *d, int is_input)
+{
+    df_ks_buf_append(b, "{\"name\":", 8);
+    df_ks_buf_json_string(b, d->name);
+    df_ks_buf_printf(b, ",\"datatype\":\"FP32\",\"shape\":[-1");
+    for (int k = 0; k < d->ndim; k++) df_ks_buf_printf(b, ",%lld", (long long)d->shape[k]);
+    df_ks_buf_printf(b, "]");
+    if (is_input) df_ks_buf_printf(b, ",\"parameters\":{\"optional\":%s}", d->optional ? "true" : "false");
+    df_ks_buf_append(b, "}", 1);
+}
+
+static enum MHD_Result h_model_meta(req_t *q)
+{
+    df_char_info_t ci;
+    df_error_t e = {0};
+    if (df_server_character(q->h->srv, q->name, &ci, &e)) return send_df_error(q, &e);
+    const df_model_t *m = ci.model;
+    df_ks_buf_t *b = &q->out;
+    df_ks_buf_reset(b);
+    df_ks_buf_append(b, "{\"name\":", 8);
+    df_ks_buf_json_string(b, ci.name);
+    df_ks_buf_printf(b, ",\"versions\":[\"%lld\"],\"platform\":\"deformd\",\"inputs\":[",
+                     (long long)ci.version);
+    for (int i = 0; i < df_model_n_inputs(m); i++) {
+        if (i) df_ks_buf_append(b, ",", 1);
+        json_io(b, df_model_input(m, i), 1);
+    }
+    df_ks_buf_append(b, "],\"outputs\":[", 13);
+    for (int o = 0; o < df_model_n_outputs(m); o++) {
+        if (o) df_ks_buf_append(b, ",", 1);
+        json_io(b, df_model_output(m, o), 0);
+    }
+    df_ks_buf_append(b, "],\"parameters\":{\"model\":", 24);
+    df_ks_buf_json_string(b, ci.model_name);
+    df_ks_buf_append(b, ",\"kind\":", 8);
+    df_ks_buf_json_string(b, df_model_kind(m));
+    df_ks_buf_append(b, ",\"characters\":[", 15);
+    for (int c = 0; c < ci.n_characters && c < 8; c++) {
+        if (c) df_ks_buf_append(b, ",", 1);
+        df_ks_buf_json_string(b, ci.characters[c]);
+    }
+    df_ks_buf_append(b, "],\"joints\":", 11);
+    json_names(b, m, "joints");
+    df_ks_buf_append(b, ",\"morphs\":", 10);
+    json_names(b, m, "morphs");
+    df_ks_buf_append(b, ",\"controls\":", 12);
+    json_names(b, m, "controls");
+    df_ks_buf_append(b, ",\"clips\":[", 10);
+    size_t nc = df_model_clip_count(m);
+    for (size_t c = 0; c < nc; c++) {
+        df_clip_info_t inf;
+        if (df_model_clip_info(m, c, &inf)) continue;
+        if (c) df_ks_buf_append(b, ",", 1);
+        df_ks_buf_append(b, "{\"name\":", 8);
+        df_ks_buf_json_string(b, inf.name ? inf.name : "");
+        double dur = inf.n_keys > 0 ? (double)(inf.times[inf.n_keys - 1] - inf.times[0]) : 0;
+        df_ks_buf_printf(b, ",\"keys\":%lld,\"duration\":%.9g}", (long long)inf.n_keys, dur);
+    }
+    float lo[3], hi[3];
+    df_model_bbox(m, lo, hi);
+    df_ks_buf_printf(b, "],\"vertices\":%lld,\"triangles\":%lld,"
+                        "\"bbox\":{\"min\":[%.9g,%.9g,%.9g],\"max\":[%.9g,%.9g,%.9g]},"
+                        "\"encoding\":\"%s\",\"skinning\":\"%s\",\"max_batch_size\":%d}}",
+                     (long long)df_model_n_vertices(m), (long long)df_model_n_triangles(m), lo[0],
+                     lo[1], lo[2], hi[0], hi[1], hi[2], df_encoding_name(ci.encoding),
+                     ci.flags & DF_POSE_DQS ? "dqs" : ci.flags & DF_POSE_LBS ? "lbs" : "default",
+                     ci.max_batch_size);
+    df_char_info_release(&ci);
+    return send_out(q, 200, "application/json");
+}
+
+static enum MHD_Result h_mesh(req_t *q)
+{
+    df_char_info_t ci;
+    df_error_t e = {0};
+    if (df_server_character(q->h->srv, q->name, &ci, &e)) return send_df_error(q, &e);
+    const df_model_t *m = ci.model;
+    int64_t nv = df_model_n_vertices(m), nt = df_model_n_triangles(m);
+    const float *pos = df_model_rest_positions(m);
+    df_ks_buf_reset(&q->out);
+    enum MHD_Result r;
+    if (q->glb) {
+        if (df_glb_write(&q->out, 1, &pos, NULL, nv, df_model_triangles(m), nt, ci.name, &e)) {
+            df_char_info_release(&ci);
+            return send_df_error(q, &e);
+        }
+        r = send_out(q, 200, "model/gltf-binary");
+    } else {
+        df_ks_buf_t *b = &q->out;
+        df_ks_buf_append(b, "{\"name\":", 8);
+        df_ks_buf_json_string(b, ci.name);
+        df_ks_buf_printf(b, ",\"vertices\":%lld,\"triangles\":%lld,\"positions\":[", (long long)nv,
+                         (long long)nt);
+        for (int64_t i = 0; i < nv * 3; i++)
+            df_ks_buf_printf(b, i ? ",%.9g" : "%.9g", (double)pos[i]);
+        df_ks_buf_append(b, "],\"indices\":[", 13);
+        const uint32_t *t = df_model_triangles(m);
+        for (int64_t i = 0; i < nt * 3; i++) df_ks_buf_printf(b, i ? ",%u" : "%u", t[i]);
+        df_ks_buf_append(b, "]}", 2);
+        r = send_out(q, 200, "application/json");
+    }
+    df_char_info_release(&ci);
+    return r;
+}
+
+static enum MHD_Result h_models(req_t *q)
+{
+    static char names[1024][DF_NAME_MAX];
+    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    pthread_mutex_lock(&mu);
+    size_t n = df_server_names(q->h->srv, names, 1024);
+    df_ks_buf_reset(&q->out);
+    df_ks_buf_append(&q->out, "{\"models\":[", 11);
+    for (size_t i = 0; i < n && i < 1024; i++) {
+        if (i) df_ks_buf_append(&q->out, ",", 1);
+        df_ks_buf_json_string(&q->out, names[i]);
+    }
+    pthread_mutex_unlock(&mu);
+    df_ks_buf_append(&q->out, "]}", 2);
+    return send_out(q, 200, "application/json");
+}
+
+static enum MHD_Result h_index(req_t *q)
+{
+    size_t n = df_server_index(q->h->srv, NULL, 0);
+    df_index_entry_t *ix = calloc(n ? n : 1, sizeof *ix);
+    if (!ix) return send_error(q, 500, "out of memory");
+    n = df_server_index(q->h->srv, ix, n);
+    df_ks_buf_t *b = &q->out;
+    df_ks_buf_reset(b);
+    df_ks_buf_append(b, "[", 1);
+    for (size_t i = 0; i < n; i++) {
+        df_ks_buf_append(b, i ? ",{\"name\":" : "{\"name\":", i ? 9 : 8);
+        df_ks_buf_json_string(b, ix[i].name);
+        if (ix[i].version >= 0) df_ks_buf_printf(b, ",\"version\":\"%lld\"", (long long)ix[i].version);
+        df_ks_buf_printf(b, ",\"state\":\"%s\",\"reason\":", ix[i].ready ? "READY" : "UNAVAILABLE");
+        df_ks_buf_json_string(b, ix[i].reason);
+        df_ks_buf_append(b, ",\"characters\":[", 15);
+        for (int c = 0; c < ix[i].n_characters && c < 8; c++) {
+            if (c) df_ks_buf_append(b, ",", 1);
+            df_ks_buf_json_string(b, ix[i].characters[c]);
+        }
+        df_ks_buf_append(b, "]}", 2);
+    }
+    df_ks_buf_append(b, "]", 1);
+    free(ix);
+    return send_out(q, 200, "application/json");
+}
+
+static int token_ok(df_http_t *h, struct MHD_Connection *c)
+{
+    const char *a = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+    if (!a || strncasecmp(a, "Bearer ", 7)) return 0;
+    a += 7;
+    const char *t = h->cfg->token;
+    size_t la = strlen(a), lt = strlen(t);
+    unsigned diff = (unsigned)(la ^ lt);
+    for (size_t i = 0; i < lt; i++) diff |= (unsigned)(t[i] ^ (i < la ? a[i] : 0));
+    return diff == 0;
+}
+
+static enum MHD_Result h_repo(req_t *q)
+{
+    df_http_t *h = q->h;
+    if (!h->cfg->token[0])
+        return send_error(q, 403, "repository API disabled: no token configured (set token_file)");
+    if (!token_ok(h, q->conn)) {
+        df__log("repository API: rejected request without a valid bearer token");
+        df_ks_buf_reset(&q->out);
+        df_kserve_write_error(&q->out, "missing or wrong bearer token (Authorization: Bearer ...)");
+        struct MHD_Response *r =
+            MHD_create_response_from_buffer(q->out.len, q->out.data, MHD_RESPMEM_PERSISTENT);
+        if (r) MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
+        return queue(q, 401, r, "application/json");
+    }
+    df_error_t e = {0};
+    int rc = q->route == R_REPO_LOAD ? df_server_load(h->srv, q->name, &e)
+                                     : df_server_unload(h->srv, q->name, &e);
+    if (rc) return send_df_error(q, &e);
+    df_ks_buf_reset(&q->out);
+    df_ks_buf_printf(&q->out, "{\"name\":");
+    df_ks_buf_json_string(&q->out, q->name);
+    df_ks_buf_printf(&q->out, ",\"%s\":true}", q->route == R_REPO_LOAD ? "loaded" : "unloaded");
+    return send_out(q, 200, "application/json");
+}
+
+static const char *mime(const char *p)
+{
+    const char *e = strrchr(p, '.');
+    if (!e) return "application/octet-stream";
+    if (!strcmp(e, ".html")) return "text/html; charset=utf-8";
+    if (!strcmp(e, ".js") || !strcmp(e, ".mjs")) return "text/javascript";
+    if (!strcmp(e, ".css")) return "text/css";
+    if (!strcmp(e, ".json")) return "application/json";
+    if (!strcmp(e, ".png")) return "image/png";
+    if (!strcmp(e, ".svg")) return "image/svg+xml";
+    if (!strcmp(e, ".glb")) return "model/gltf-binary";
+    if (!strcmp(e, ".wasm")) return "application/wasm";
+    return "application/octet-stream";
+}
+
+static enum MHD_Result h_static(req_t *q)
+{
+    char full[DF_PATH_MAX + 600];
+    snprintf(full, sizeof full, "%s/%s", q->h->cfg->www_dir, q->path);
+    int fd = open(full, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+        if (fd >= 0) close(fd);
+        return send_error(q, 404, "no such file under /viewer/");
+    }
+    struct MHD_Response *r = MHD_create_response_from_fd((uint64_t)st.st_size, fd);
+    if (!r) {
+        close(fd);
+        return send_error(q, 500, "cannot serve file");
+    }
+    MHD_add_response_header(r, "Cache-Control", "no-cache");
+    return queue(q, 200, r, mime(q->path));
+}
+
+/* ------------------------------------------------------------- inference */
+
+static void job_done(df_job_t *job, void *user)
+{
+    req_t *q = user;
+    pthread_mutex_lock(&q->mu);
+    q->finished = 1;
+    if (q->suspended) {
+        q->suspended = 0;
+        MHD_resume_connection(q->conn);
+    }
+    pthread_mutex_unlock(&q->mu);
+}
+
+static enum MHD_Result start_infer(req_t *q)
+{
+    df_http_t *h = q->h;
+    df_error_t e = {0};
+    if (q->too_big) {
+        char msg[128];
+        snprintf(msg, sizeof msg, "request body larger than %llu bytes (max_body_bytes)",
+                 (unsigned long long)h->cfg->max_body_bytes);
+        return send_error(q, 413, msg);
+    }
+    size_t json_len = q->header_len ? q->header_len : q->len;
+    if (df_kserve_parse_request(&q->kreq, q->body ? q->body : "", q->len, json_len, &h->lim, &e))
+        return send_df_error(q, &e);
+    df_job_t *job = df_job_new(h->srv);
+    if (!job) return send_error(q, 500, "out of memory");
+    q->job = job;
+    df_ks_request_t *k = &q->kreq;
+    snprintf(job->character, sizeof job->character, "%s", q->name);
+    job->n_inputs = k->n_inputs;
+    for (int i = 0; i < k->n_inputs; i++) {
+        df_job_input_t *in = &job->inputs[i];
+        memcpy(in->name, k->inputs[i].name, DF_NAME_MAX);
+        in->ndim = k->inputs[i].ndim;
+        memcpy(in->shape, k->inputs[i].shape, sizeof in->shape);
+        in->data = k->inputs[i].data;
+    }
+    job->n_outputs = k->n_outputs;
+    for (int o = 0; o < k->n_outputs; o++) {
+        df_job_output_t *out = &job->outputs[o];
+        memcpy(out->name, k->outputs[o].name, DF_NAME_MAX);
+        out->encoding = k->outputs[o].encoding ? k->outputs[o].encoding : k->encoding;
+        out->front_flags = k->outputs[o].binary >= 0 ? k->outputs[o].binary : k->binary_output;
+    }
+    job->batch = k->batch_size;
+    job->flags = k->flags;
+    job->timeout_us = k->timeout_us;
+    if (k->clip[0]) {
+        memcpy(job->clip, k->clip, DF_NAME_MAX);
+        job->clip_time = k->clip_time;
+        job->clip_dt = k->clip_dt;
+    }
+    job->done = job_done;
+    job->user = q;
+    if (df_server_submit(h->srv, job, &e)) return send_df_error(q, &e);
+    pthread_mutex_lock(&q->mu);
+    int fin = q->finished;
+    if (!fin) {
+        q->suspended = 1;
+        MHD_suspend_connection(q->conn);
+    }
+    pthread_mutex_unlock(&q->mu);
+    return MHD_YES;
+}
+
+static enum MHD_Result finish_infer(req_t *q)
+{
+    df_job_t *job = q->job;
+    if (job->status) return send_df_error(q, &job->err);
+    if (job->n_outputs == 0 || q->kreq.n_outputs == 0)
+        for (int o = 0; o < job->n_outputs; o++) job->outputs[o].front_flags = q->kreq.binary_output;
+    df_ks_buf_reset(&q->out);
+    if (q->glb) {
+        /* posed mesh: positions (and normals when computed) of each pose */
+        const df_job_output_t *pos = NULL, *nrm = NULL;
+        for (int o = 0; o < job->n_outputs; o++) {
+            if (!strcmp(job->outputs[o].name, "positions")) pos = &job->outputs[o];
+            if (!strcmp(job->outputs[o].name, "normals")) nrm = &job->outputs[o];
+        }
+        if (!pos) return send_error(q, 400, "a .glb needs the 'positions' output");
+        df_char_info_t ci;
+        df_error_t e = {0};
+        if (df_server_character(q->h->srv, q->name, &ci, &e)) return send_df_error(q, &e);
+        int B = job->batch;
+        if (B > 64) B = 64;
+        const float *pp[64], *nn[64];
+        int64_t nv = pos->shape[1];
+        for (int b = 0; b < B; b++) {
+            pp[b] = pos->f32 + (int64_t)b * nv * 3;
+            nn[b] = nrm ? nrm->f32 + (int64_t)b * nv * 3 : NULL;
+        }
+        int rc = nv == df_model_n_vertices(ci.model)
+                     ? df_glb_write(&q->out, B, pp, nrm ? nn : NULL, nv, df_model_triangles(ci.model),
+                                    df_model_n_triangles(ci.model), q->name, &e)
+                     : df_error_set(&e, DF_EINTERNAL, "positions do not match the mesh");
+        df_char_info_release(&ci);
+        if (rc) return send_df_error(q, &e);
+        return send_out(q, 200, "model/gltf-binary");
+    }
+    df_ks_output_t outs[DF_MAX_IO];
+    int any_binary = 0;
+    for (int o = 0; o < job->n_outputs; o++) {
+        const df_job_output_t *jo = &job->outputs[o];
+        outs[o] = (df_ks_output_t){jo->name, jo->encoding, jo->ndim, jo->shape, jo->f32,
+                                   jo->bytes, jo->nbytes, &jo->quant, jo->clamped,
+                                   jo->front_flags != 0};
+        any_binary |= jo->front_flags != 0;
+    }
+    char params[256];
+    snprintf(params, sizeof params,
+             "\"character\":\"%s\",\"queue_us\":%lld,\"compute_us\":%lld,\"batch_poses\":%d,"
+             "\"batch_requests\":%d,\"batch_characters\":%d",
+             q->name, (long long)job->queue_us, (long long)job->compute_us, job->batch_poses,
+             job->batch_requests, job->batch_characters);
+    if (df_kserve_write_response(&q->out, job->model_name, job->model_version, q->kreq.id, outs,
+                                 job->n_outputs, params))
+        return send_error(q, 500, "out of memory");
+    if (!any_binary) return send_out(q, 200, "application/json");
+    unsigned n = 0;
+    q->iov[n++] = (struct MHD_IoVec){q->out.data, q->out.len};
+    for (int o = 0; o < job->n_outputs; o++)
+        if (outs[o].binary) q->iov[n++] = (struct MHD_IoVec){outs[o].bytes, outs[o].nbytes};
+    struct MHD_Response *r = MHD_create_response_from_iovec(q->iov, n, NULL, NULL);
+    if (!r) return send_error(q, 500, "cannot create response");
+    char hl[32];
+    snprintf(hl, sizeof hl, "%zu", q->out.len);
+    MHD_add_response_header(r, "Inference-Header-Content-Length", hl);
+    return queue(q, 200, r, "application/octet-stream");
+}
+
+/* ------------------------------------------------------------ MHD glue */
+
+static enum MHD_Result dispatch(req_t *q)
+{
+    df_http_t *h = q->h;
+    if (q->is_options) {
+        struct MHD_Response *r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+        return queue(q, 204, r, NULL);
+    }
+    int post_route = q->route == R_INFER || q->route == R_REPO_LOAD || q->route == R_REPO_UNLOAD;
+    if (q->route == R_NOTFOUND) return send_error(q, 404, "no such endpoint");
+    if (post_route && !q->is_post) return send_error(q, 405, "use POST");
+    if (!post_route && !q->is_get && q->route != R_POSE_GLB && q->route != R_REPO_INDEX)
+        return send_error(q, 405, "use GET");
+    if (q->too_big && q->route != R_INFER) return send_error(q, 413, "request body too large");
+    switch (q->route) {
+    case R_LIVE:
+        df_ks_buf_reset(&q->out);
+        df_ks_buf_printf(&q->out, "{\"live\":true}");
+        return send_out(q, 200, "application/json");
+    case R_READY: {
+        int ready = df_server_ready(h->srv);
+        df_ks_buf_reset(&q->out);
+        df_ks_buf_printf(&q->out, "{\"ready\":%s}", ready ? "true" : "false");
+        return send_out(q, ready ? 200 : 503, "application/json");
+    }
+    case R_SERVER:
+        df_ks_buf_reset(&q->out);
+        df_ks_buf_printf(&q->out,
+                         "{\"name\":\"deformd\",\"version\":\"%s\",\"extensions\":["
+                         "\"binary_tensor_data\",\"model_repository\",\"characters\","
+                         "\"output_encodings\",\"glb\",\"clips\",\"metrics\"]}",
+                         DF_VERSION);
+        return send_out(q, 200, "application/json");
+    case R_MODELS: return h_models(q);
+    case R_MODEL_META: return h_model_meta(q);
+    case R_MODEL_READY: {
+        df_char_info_t ci;
+        df_error_t e = {0};
+        if (df_server_character(h->srv, q->name, &ci, &e)) return send_df_error(q, &e);
+        df_char_info_release(&ci);
+        df_ks_buf_reset(&q->out);
+        df_ks_buf_printf(&q->out, "{\"name\":");
+        df_ks_buf_json_string(&q->out, q->name);
+        df_ks_buf_printf(&q->out, ",\"ready\":true}");
+        return send_out(q, 200, "application/json");
+    }
+    case R_MESH: return h_mesh(q);
+    case R_INFER:
+    case R_POSE_GLB:
+        if (q->is_get && q->route == R_POSE_GLB && !q->len) {
+            /* GET pose.glb: empty request (defaults / clip via query) */
+            q->body = strdup("{}");
+            q->len = 2;
+        }
+        return start_infer(q);
+    case R_REPO_INDEX: return h_index(q);
+    case R_REPO_LOAD:
+    case R_REPO_UNLOAD: return h_repo(q);
+    case R_METRICS: {
+        char *text = NULL;
+        size_t len = 0;
+        if (df_server_metrics(h->srv, &text, &len)) return send_error(q, 500, "out of memory");
+        struct MHD_Response *r = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
+        return queue(q, 200, r, "text/plain; version=0.0.4");
+    }
+    case R_VIEWER: return h_static(q);
+    case R_ROOT: {
+        struct MHD_Response *r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+        if (r) MHD_add_response_header(r, "Location", "/viewer/");
+        return queue(q, 302, r, NULL);
+    }
+    default: return send_error(q, 404, "no such endpoint");
+    }
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
+                                  const char *method, const char *version,
+                                  const char *upload_data, size_t *upload_size, void **con_cls)
+{
+    df_http_t *h = cls;
+    req_t *q = *con_cls;
+    if (!q) {
+        q = calloc(1, sizeof *q);
+        if (!q) return MHD_NO;
+        q->h = h;
+        q->conn = conn;
+        pthread_mutex_init(&q->mu, NULL);
+        *con_cls = q;
+        q->is_post = !strcmp(method, "POST");
+        q->is_get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
+        q->is_options = !strcmp(method, "OPTIONS");
+        route(q, url);
+        const char *fmt = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "format");
+        if (fmt && !strcmp(fmt, "glb")) q->glb = 1;
+        const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
+        if (cl) {
+            char *end;
+            unsigned long long n = strtoull(cl, &end, 10);
+            if (n > h->cfg->max_body_bytes) {
+                /* refuse now (Connection: close is what we want here) */
+                char msg[128];
+                snprintf(msg, sizeof msg, "request body of %llu bytes is larger than %llu (max_body_bytes)",
+                         n, (unsigned long long)h->cfg->max_body_bytes);
+                return send_error(q, 413, msg);
+            }
+        }
+        const char *ih = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+                                                     "Inference-Header-Content-Length");
+        if (ih) {
+            char *end;
+            errno = 0;
+            unsigned long long n = strtoull(ih, &end, 10);
+            if (errno || end == ih || *end || n == 0 || n > h->cfg->max_body_bytes)
+                q->header_len = (size_t)-1;
+            else
+                q->header_len = (size_t)n;
+        }
+        return MHD_YES;
+    }
+    if (*upload_size) {
+        size_t n = *upload_size;
+        *upload_size = 0;
+        if (q->too_big) return MHD_YES;
+        if (q->len + n > h->cfg->max_body_bytes) {
+            q->too_big = 1;
+            free(q->body);
+            q->body = NULL;
+            q->len = q->cap = 0;
+            return MHD_YES;
+        }
+        if (q->len + n + 1 > q->cap) {
+            size_t nc = q->cap ? q->cap : 4096;
+            while (nc < q->len + n + 1) nc *= 2;
+            if (nc > h->cfg->max_body_bytes + 1) nc = h->cfg->max_body_bytes + 1;
+            char *nb = realloc(q->body, nc);
+            if (!nb) {
+                q->too_big = 1;
+                return MHD_YES;
+            }
+            q->body = nb;
+            q->cap = nc;
+        }
+        memcpy(q->body + q->len, upload_data, n);
+        q->len += n;
+        return MHD_YES;
+    }
+    if (q->job) {
+        /* resumed after the worker finished */
+        int fin;
+        pthread_mutex_lock(&q->mu);
+        fin = q->finished;
+        pthread_mutex_unlock(&q->mu);
+        if (!fin) return MHD_YES;
+        if (q->job->done == NULL) return MHD_YES;
+        q->job->done = NULL; /* answered once */
+        return finish_infer(q);
+    }
+    if (q->header_len == (size_t)-1)
+        return send_error(q, 400, "bad Inference-Header-Content-Length header");
+    enum MHD_Result r = dispatch(q);
+    if (r == MHD_YES && q->job) {
+        /* submitted; if the worker already finished, answer now */
+        pthread_mutex_lock(&q->mu);
+        int fin = q->finished && !q->suspended;
+        pthread_mutex_unlock(&q->mu);
+        if (fin) {
+            q->job->done = NULL;
+            return finish_infer(q);
+        }
+    }
+    return r;
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    req_t *q = *con_cls;
+    if (!q) return;
+    *con_cls = NULL;
+    if (q->job) {
+        /* the job must be finished: the connection was resumed by done() */
+        df_job_free(&q->job);
+    }
+    df_ks_request_free(&q->kreq);
+    df_ks_buf_free(&q->out);
+    free(q->body);
+    pthread_mutex_destroy(&q->mu);
+    free(q);
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    char buf[512];
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    size_t n = strlen(buf);
+    while (n && buf[n - 1] == '\n') buf[--n] = 0;
+    df__log("http: %s", buf);
+}
+
+int df_http_start(df_server_t *s, const df_config_t *cfg, df_http_t **out, int *port,
+                  df_error_t *err)
+{
+    df_http_t *h = calloc(1, sizeof *h);
+    if (!h) return df_error_set(err, DF_ENOMEM, "out of memory");
+    h->srv = s;
+    h->cfg = cfg;
+    df_ks_limits_default(&h->lim);
+    h->lim.max_depth = cfg->max_json_depth;
+    h->lim.max_elements = cfg->max_json_elements;
+    struct sockaddr_storage ss;
+    memset(&ss, 0, sizeof ss);
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
+                     MHD_USE_ERROR_LOG;
+    struct sockaddr_in *a4 = (struct sockaddr_in *)&ss;
+    struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&ss;
+    if (inet_pton(AF_INET, cfg->host, &a4->sin_addr) == 1) {
+        a4->sin_family = AF_INET;
+        a4->sin_port = htons((uint16_t)cfg->http_port);
+    } else if (inet_pton(AF_INET6, cfg->host, &a6->sin6_addr) == 1) {
+        a6->sin6_family = AF_INET6;
+        a6->sin6_port = htons((uint16_t)cfg->http_port);
+        flags |= MHD_USE_IPv6;
+    } else {
+        free(h);
+        return df_error_set(err, DF_EINVAL, "host '%s' is not an IPv4 or IPv6 address", cfg->host);
+    }
+    h->d = MHD_start_daemon(
+        flags, (uint16_t)cfg->http_port, NULL, NULL, on_request, h, MHD_OPTION_SOCK_ADDR, &ss,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, h, MHD_OPTION_CONNECTION_TIMEOUT,
+        (unsigned)cfg->idle_timeout_s, MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,
+        MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_THREAD_POOL_SIZE,
+        (unsigned)(cfg->http_threads > 1 ? cfg->http_threads : 1), MHD_OPTION_LISTEN_BACKLOG_SIZE,
+        (unsigned)1024, MHD_OPTION_END);
+    if (!h->d) {
+        free(h);
+        return df_error_set(err, DF_EIO, "cannot listen on %s:%d (%s)", cfg->host, cfg->http_port,
+                            strerror(errno));
+    }
+    const union MHD_DaemonInfo *inf = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_BIND_PORT);
+    *port = inf ? inf->port : cfg->http_port;
+    *out = h;
+    return DF_OK;
+}
+
+void df_http_quiesce(df_http_t *h)
+{
+    if (!h || !h->d) return;
+    MHD_socket fd = MHD_quiesce_daemon(h->d);
+    if (fd != MHD_INVALID_SOCKET) close(fd);
+}
+
+void df_http_stop(df_http_t **ph)
+{
+    df_http_t *h = *ph;
+    *ph = NULL;
+    if (!h) return;
+    if (h->d) MHD_stop_daemon(h->d);
+    free(h);
+}

@@ -1,0 +1,188 @@
+/* main.c — bin/deformd: options, signals, lifecycle.
+ *
+ * DESIGN
+ * Configuration comes from defaults, then --config FILE (`key = value`),
+ * then command-line options. Startup: engine (workers + repository), then
+ * the fronts (HTTP here, the socket front in sock.c when linked), then the
+ * ready file (bound ports, for tests and scripts). The main thread then only
+ * waits for signals with sigwait (all signals are blocked in every thread):
+ * SIGHUP rescans the repository; SIGTERM/SIGINT stop accepting, drain the
+ * in-flight requests within drain_timeout_ms, stop and exit 0. One log line
+ * per lifecycle event goes to stderr. The token is never logged.
+ */
+#include "config.h"
+#include "http.h"
+#include "job.h"
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+void df__log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* The socket front (server/sock.c, another file): weak so the daemon builds
+ * and serves HTTP without it. */
+typedef struct df_sock df_sock_t;
+int df__sock_start_from_config(df_server_t *s, const df_config_t *cfg, int *port,
+                               df_error_t *err) __attribute__((weak));
+void df__sock_quiesce(void) __attribute__((weak));
+void df__sock_stop(void) __attribute__((weak));
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: deformd --repository DIR [options]\n"
+            "  --repository DIR     model repository (REPO/<model>/config.json, <version>/)\n"
+            "  --config FILE        `key = value` configuration file (config/deformd.conf)\n"
+            "  --http-port N        HTTP port (default 8000; 0 = any free port; -1 = off)\n"
+            "  --socket-port N      binary socket port (default 8001; 0 = any; -1 = off)\n"
+            "  --unix PATH          also listen on a Unix socket\n"
+            "  --host ADDR          listen address (default 127.0.0.1)\n"
+            "  --workers N          worker threads (default 2)\n"
+            "  --token-file FILE    bearer token for the repository API (else disabled)\n"
+            "  --www DIR            static files served at /viewer/ (default server/www)\n"
+            "  --ready-file FILE    write \"http=PORT socket=PORT\" once serving\n"
+            "  --set KEY=VALUE      any configuration key (see docs/configuration.md)\n"
+            "  --no-batching        max_batch_size 1 for every model (benchmarks)\n"
+            "  --version, --help\n");
+}
+
+static const struct { const char *opt, *key; } optmap[] = {
+    {"--repository", "repository"}, {"--http-port", "http_port"},
+    {"--socket-port", "socket_port"}, {"--unix", "unix"},
+    {"--host", "host"},           {"--workers", "workers"},
+    {"--token-file", "token_file"}, {"--www", "www"},
+    {"--ready-file", "ready_file"}, {"--cors-origin", "cors_origin"},
+    {"--max-body-bytes", "max_body_bytes"}, {"--http-threads", "http_threads"},
+};
+
+int main(int argc, char **argv)
+{
+    static df_config_t cfg;
+    df_config_default(&cfg);
+    df_error_t err = {0};
+    /* the config file first, so options override it */
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { usage(stdout); return 0; }
+        if (!strcmp(argv[i], "--version")) { printf("deformd %s\n", DF_VERSION); return 0; }
+        if (!strcmp(argv[i], "--config")) {
+            if (i + 1 >= argc) { usage(stderr); return 2; }
+            if (df_config_load_file(&cfg, argv[i + 1], &err)) {
+                fprintf(stderr, "deformd: %s\n", err.msg);
+                return 2;
+            }
+        }
+    }
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--config")) { i++; continue; }
+        if (!strcmp(a, "--no-batching")) { cfg.batching = 0; continue; }
+        const char *key = NULL, *val = NULL;
+        char kv[1200];
+        if (!strcmp(a, "--set") && i + 1 < argc) {
+            snprintf(kv, sizeof kv, "%s", argv[++i]);
+            char *eq = strchr(kv, '=');
+            if (!eq) { fprintf(stderr, "deformd: --set expects KEY=VALUE\n"); return 2; }
+            *eq = 0;
+            key = kv;
+            val = eq + 1;
+        } else {
+            for (size_t k = 0; k < sizeof optmap / sizeof optmap[0]; k++)
+                if (!strcmp(a, optmap[k].opt)) key = optmap[k].key;
+            if (!key) {
+                fprintf(stderr, "deformd: unknown option '%s'\n", a);
+                usage(stderr);
+                return 2;
+            }
+            if (i + 1 >= argc) { fprintf(stderr, "deformd: %s needs a value\n", a); return 2; }
+            val = argv[++i];
+        }
+        if (df_config_set(&cfg, key, val, &err)) {
+            fprintf(stderr, "deformd: %s\n", err.msg);
+            return 2;
+        }
+    }
+    if (df_config_finish(&cfg, &err)) {
+        fprintf(stderr, "deformd: %s\n", err.msg);
+        return 2;
+    }
+
+    /* every thread inherits this mask; the main thread takes signals */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGHUP);
+    sigaddset(&set, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+
+    df__log("starting %s: repository %s, %d workers, admin API %s", DF_VERSION, cfg.repository,
+            cfg.workers, cfg.token[0] ? "enabled (token set)" : "disabled (no token)");
+    df_server_t *srv = NULL;
+    if (df_server_new(&cfg, &srv, &err) || df_server_start(srv, &err)) {
+        df__log("cannot start: %s", err.msg);
+        df_server_free(&srv);
+        return 1;
+    }
+    df_http_t *http = NULL;
+    int http_port = -1, sock_port = -1;
+    if (cfg.http_port >= 0) {
+        if (df_http_start(srv, &cfg, &http, &http_port, &err)) {
+            df__log("cannot start HTTP on %s:%d: %s", cfg.host, cfg.http_port, err.msg);
+            df_server_free(&srv);
+            return 1;
+        }
+        df__log("HTTP listening on %s:%d", cfg.host, http_port);
+    }
+    if ((cfg.socket_port >= 0 || cfg.unix_path[0]) && df__sock_start_from_config) {
+        if (df__sock_start_from_config(srv, &cfg, &sock_port, &err)) {
+            df__log("cannot start the socket front: %s", err.msg);
+            df_http_stop(&http);
+            df_server_free(&srv);
+            return 1;
+        }
+        df__log("socket listening on %s:%d%s%s", cfg.host, sock_port,
+                cfg.unix_path[0] ? " and unix:" : "", cfg.unix_path);
+    }
+    if (cfg.ready_file[0]) {
+        char tmp[DF_PATH_MAX + 8];
+        snprintf(tmp, sizeof tmp, "%s.tmp", cfg.ready_file);
+        FILE *f = fopen(tmp, "w");
+        if (f) {
+            fprintf(f, "http=%d socket=%d pid=%d\n", http_port, sock_port, (int)getpid());
+            fclose(f);
+            rename(tmp, cfg.ready_file);
+        }
+    }
+    df__log("ready");
+
+    int code = 0;
+    for (;;) {
+        int sig = 0;
+        if (sigwait(&set, &sig)) continue;
+        if (sig == SIGHUP) {
+            df__log("SIGHUP: rescanning the repository");
+            df_server_rescan(srv);
+            continue;
+        }
+        if (sig == SIGPIPE) continue;
+        df__log("%s: stopping (draining up to %lld ms)", sig == SIGTERM ? "SIGTERM" : "SIGINT",
+                (long long)cfg.drain_timeout_ms);
+        break;
+    }
+    if (http) df_http_quiesce(http);
+    if (df__sock_quiesce) df__sock_quiesce();
+    int left = df_server_drain(srv, cfg.drain_timeout_ms);
+    if (left) df__log("drain timed out with %d requests in flight", left);
+    else df__log("drained");
+    /* give the fronts a moment to write the last responses */
+    usleep(100 * 1000);
+    df_http_stop(&http);
+    if (df__sock_stop) df__sock_stop();
+    df_server_free(&srv);
+    if (cfg.ready_file[0]) unlink(cfg.ready_file);
+    df__log("stopped");
+    return code;
+}

@@ -1,0 +1,353 @@
+/* worker.c — the worker pool: choose a model queue, form a batch, evaluate.
+ *
+ * DESIGN
+ * N threads, each owning a df_scratch_t and preallocated per-pose pointer
+ * arrays (grown only when a batch is larger than any before), so a batch
+ * allocates nothing. A free worker picks the next model whose queue is
+ * ready — it holds max_batch_size poses, or its oldest request has waited
+ * max_queue_delay_us, or the server is draining — scanning the models
+ * round-robin from a cursor that moves past the model just served, so no
+ * model is starved. Otherwise it sleeps until the earliest queue comes due
+ * or a submit signals.
+ *
+ * A batch takes requests in FIFO order from one queue while they fit in
+ * max_batch_size poses (the first always fits, so a request larger than the
+ * limit runs alone) and were validated against the same loaded version.
+ * Requests of different characters mix freely: for each pose the worker
+ * points each input at the request's data, else the character's default,
+ * else NULL (the model's default). One df_model_evaluate call per batch. If
+ * it fails, the requests are retried one by one so the error lands on the
+ * request at fault only. Outputs nobody asked for go to a per-worker sink.
+ * Expired requests are answered DF_ETIMEDOUT when dequeued, never run.
+ */
+#include "engine.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int worker_grow(df__worker_t *w, int poses, int njobs)
+{
+    if (poses > w->cap) {
+        int nc = w->cap ? w->cap : 64;
+        while (nc < poses) nc *= 2;
+        for (int i = 0; i < DF_MAX_IO; i++) {
+            const float **a = realloc(w->in[i], (size_t)nc * sizeof *a);
+            if (!a) return -1;
+            w->in[i] = a;
+            float **b = realloc(w->out[i], (size_t)nc * sizeof *b);
+            if (!b) return -1;
+            w->out[i] = b;
+        }
+        uint32_t *f = realloc(w->flags, (size_t)nc * sizeof *f);
+        if (!f) return -1;
+        w->flags = f;
+        w->cap = nc;
+    }
+    if (njobs > w->jobs_cap) {
+        int nc = w->jobs_cap ? w->jobs_cap : 64;
+        while (nc < njobs) nc *= 2;
+        df_job_t **j = realloc(w->jobs, (size_t)nc * sizeof *j);
+        if (!j) return -1;
+        w->jobs = j;
+        w->jobs_cap = nc;
+    }
+    return 0;
+}
+
+static void encode_outputs(df_server_t *s, df__loaded_t *ld, df_job_t *job)
+{
+    for (int k = 0; k < job->n_outputs; k++) {
+        df_job_output_t *out = &job->outputs[k];
+        if (out->encoding == DF_ENC_F32) continue;
+        const df_io_desc_t *d = df_model_output(ld->model, out->index);
+        int comps = d->ndim > 0 ? (int)d->shape[d->ndim - 1] : 1;
+        size_t n = (size_t)job->batch * (size_t)ld->out_numel[out->index];
+        if (out->encoding == DF_ENC_F16) {
+            df_encode_f16(out->f32, n, (uint16_t *)out->bytes);
+            continue;
+        }
+        if (comps == 3 && strstr(out->name, "normal"))
+            df_quant_unit(3, &out->quant);
+        else if (comps == 3)
+            df_quant_from_box(ld->lo, ld->hi, s->cfg->int16_margin, &out->quant);
+        else
+            df_quant_from_data(out->f32, n, comps <= DF_QUANT_MAX_COMPS ? comps : 1, &out->quant);
+        out->clamped = df_encode_i16(out->f32, n, &out->quant, (int16_t *)out->bytes);
+    }
+}
+
+/* Evaluate jobs[0..nj) (same loaded version) as one batch. Sets each job's
+ * status. */
+static void run_batch(df__worker_t *w, df_job_t **jobs, int nj)
+{
+    df_server_t *s = w->s;
+    df__loaded_t *ld = jobs[0]->priv->ld;
+    const df_model_t *m = ld->model;
+    int ni = df_model_n_inputs(m), no = df_model_n_outputs(m);
+    int P = 0;
+    for (int j = 0; j < nj; j++) P += jobs[j]->priv->B;
+    df_error_t e = {0};
+    if (worker_grow(w, P, nj)) {
+        for (int j = 0; j < nj; j++) {
+            jobs[j]->status = df_error_set(&jobs[j]->err, DF_ENOMEM, "out of memory");
+        }
+        return;
+    }
+    size_t sink_need = 0;
+    for (int o = 0; o < no; o++) sink_need += (size_t)ld->out_numel[o] * (size_t)P;
+    if (sink_need * sizeof(float) > w->sink_cap) {
+        free(w->sink);
+        w->sink = malloc(sink_need * sizeof(float));
+        w->sink_cap = w->sink ? sink_need * sizeof(float) : 0;
+        if (!w->sink) {
+            for (int j = 0; j < nj; j++)
+                jobs[j]->status = df_error_set(&jobs[j]->err, DF_ENOMEM, "out of memory");
+            return;
+        }
+    }
+    df_batch_t batch;
+    memset(&batch, 0, sizeof batch);
+    batch.n = P;
+    for (int i = 0; i < ni; i++) {
+        int p = 0, any = 0;
+        for (int j = 0; j < nj; j++) {
+            struct df__job_priv *q = jobs[j]->priv;
+            const float *base = q->in_base[i];
+            const float *def = ld->char_defaults[q->char_idx * DF_MAX_IO + i];
+            for (int b = 0; b < q->B; b++, p++) {
+                const float *ptr = base ? base + (int64_t)b * ld->in_numel[i] : def;
+                w->in[i][p] = ptr;
+                any |= ptr != NULL;
+            }
+        }
+        batch.in[i] = any ? w->in[i] : NULL;
+    }
+    size_t sink_off = 0;
+    for (int o = 0; o < no; o++) {
+        int p = 0, any = 0;
+        float *sink = w->sink + sink_off;
+        sink_off += (size_t)ld->out_numel[o] * (size_t)P;
+        for (int j = 0; j < nj; j++) {
+            df_job_t *job = jobs[j];
+            float *dst = NULL;
+            for (int k = 0; k < job->n_outputs; k++)
+                if (job->outputs[k].index == o) dst = (float *)job->outputs[k].f32;
+            for (int b = 0; b < job->priv->B; b++, p++) {
+                if (dst) {
+                    w->out[o][p] = dst + (int64_t)b * ld->out_numel[o];
+                    any = 1;
+                } else {
+                    w->out[o][p] = sink + (int64_t)p * ld->out_numel[o];
+                }
+            }
+        }
+        batch.out[o] = any ? w->out[o] : NULL;
+    }
+    int p = 0;
+    for (int j = 0; j < nj; j++) {
+        uint32_t f = jobs[j]->flags ? jobs[j]->flags : ld->char_flags[jobs[j]->priv->char_idx];
+        for (int b = 0; b < jobs[j]->priv->B; b++) w->flags[p++] = f;
+    }
+    batch.flags = w->flags;
+    int rc = df_model_evaluate(m, &batch, w->scratch, &e);
+    if (rc && nj > 1) {
+        for (int j = 0; j < nj; j++) run_batch(w, &jobs[j], 1);
+        return;
+    }
+    for (int j = 0; j < nj; j++) {
+        jobs[j]->status = rc;
+        if (rc) jobs[j]->err = e;
+        else encode_outputs(s, ld, jobs[j]);
+    }
+}
+
+static int count_chars(df_job_t **jobs, int nj)
+{
+    int n = 0;
+    for (int j = 0; j < nj; j++) {
+        int seen = 0;
+        for (int k = 0; k < j && !seen; k++)
+            seen = jobs[k]->priv->char_idx == jobs[j]->priv->char_idx;
+        n += !seen;
+    }
+    return n;
+}
+
+/* Hand finished jobs back; the front may free them as soon as done() runs,
+ * so everything is read before. */
+static void finish(df_server_t *s, df__mentry_t *me, df_job_t **jobs, int nj, int is_batch,
+                   int poses, int chars)
+{
+    pthread_mutex_lock(&s->mu);
+    if (is_batch) df__metrics_batch(me, poses, chars > 1);
+    for (int j = 0; j < nj; j++) df__metrics_job(me, jobs[j]);
+    pthread_mutex_unlock(&s->mu);
+    for (int j = 0; j < nj; j++) {
+        df_job_t *job = jobs[j];
+        df__loaded_unref(&job->priv->ld);
+        job->done(job, job->user);
+    }
+    pthread_mutex_lock(&s->mu);
+    s->inflight -= nj;
+    if (s->inflight <= 0) pthread_cond_broadcast(&s->idle_cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
+void df__job_complete(df_server_t *s, df_job_t *job)
+{
+    finish(s, job->priv->me, &job, 1, 0, 0, 0);
+}
+
+/* Under s->mu: the next ready model, or NULL with *due set to the earliest
+ * time one becomes ready (INT64_MAX when all queues are empty). */
+static df__mentry_t *pick(df_server_t *s, int64_t now, int64_t *due)
+{
+    *due = INT64_MAX;
+    size_t n = s->n_models;
+    for (size_t k = 0; k < n; k++) {
+        size_t idx = (s->rr + k) % n;
+        df__mentry_t *me = s->models[idx];
+        if (!me->head) continue;
+        df__loaded_t *ld = me->head->priv->ld;
+        int64_t d = me->head->priv->t_submit_ns + ld->max_queue_delay_us * 1000;
+        if (me->q_poses >= ld->max_batch_size || now >= d || s->draining || s->stopping) {
+            s->rr = idx + 1;
+            return me;
+        }
+        if (d < *due) *due = d;
+    }
+    return NULL;
+}
+
+static void *worker_main(void *arg)
+{
+    df__worker_t *w = arg;
+    df_server_t *s = w->s;
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        int64_t now = df__now_ns(), due;
+        df__mentry_t *me = pick(s, now, &due);
+        if (!me) {
+            if (s->stopping) break;
+            if (due == INT64_MAX) {
+                pthread_cond_wait(&s->work_cv, &s->mu);
+            } else {
+                struct timespec ts = {(time_t)(due / 1000000000), (long)(due % 1000000000)};
+                pthread_cond_timedwait(&s->work_cv, &s->mu, &ts);
+            }
+            continue;
+        }
+        /* form the batch */
+        df__loaded_t *ld = me->head->priv->ld;
+        int maxb = ld->max_batch_size;
+        int nj = 0, poses = 0;
+        df_job_t *expired = NULL;
+        int nexp = 0;
+        while (me->head) {
+            df_job_t *j = me->head;
+            struct df__job_priv *q = j->priv;
+            if (q->deadline_ns <= now) {
+                me->head = q->next;
+                me->q_jobs--;
+                me->q_poses -= q->B;
+                q->next = expired;
+                expired = j;
+                nexp++;
+                continue;
+            }
+            if (nj > 0 && (q->ld != ld || poses + q->B > maxb)) break;
+            if (nj == 0) ld = q->ld, maxb = ld->max_batch_size;
+            if (worker_grow(w, poses + q->B, nj + 1)) break;
+            me->head = q->next;
+            me->q_jobs--;
+            me->q_poses -= q->B;
+            w->jobs[nj++] = j;
+            poses += q->B;
+        }
+        if (!me->head) me->tail = NULL;
+        if (me->head) pthread_cond_signal(&s->work_cv); /* more work for another worker */
+        pthread_mutex_unlock(&s->mu);
+
+        while (expired) {
+            df_job_t *j = expired;
+            expired = j->priv->next;
+            j->status = df_error_set(&j->err, DF_ETIMEDOUT,
+                                     "request timed out after %lld us in the queue of '%s'",
+                                     (long long)((now - j->priv->t_submit_ns) / 1000), me->name);
+            j->queue_us = (now - j->priv->t_submit_ns) / 1000;
+            df__job_complete(s, j);
+        }
+        if (nj > 0) {
+            int64_t t0 = df__now_ns();
+            run_batch(w, w->jobs, nj);
+            int64_t t1 = df__now_ns();
+            int chars = count_chars(w->jobs, nj);
+            for (int j = 0; j < nj; j++) {
+                df_job_t *job = w->jobs[j];
+                job->queue_us = (t0 - job->priv->t_submit_ns) / 1000;
+                job->compute_us = (t1 - t0) / 1000;
+                job->batch_poses = poses;
+                job->batch_requests = nj;
+                job->batch_characters = chars;
+            }
+            finish(s, me, w->jobs, nj, 1, poses, chars);
+        }
+        pthread_mutex_lock(&s->mu);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+extern void openblas_set_num_threads(int);
+
+int df__workers_start(df_server_t *s, df_error_t *err)
+{
+    openblas_set_num_threads(1);
+    int n = s->cfg->workers > 0 ? s->cfg->workers : 1;
+    s->workers = calloc((size_t)n, sizeof *s->workers);
+    if (!s->workers) return df_error_set(err, DF_ENOMEM, "out of memory");
+    for (int i = 0; i < n; i++) {
+        df__worker_t *w = &s->workers[i];
+        w->s = s;
+        w->id = i;
+        w->scratch = df_scratch_new();
+        if (!w->scratch || worker_grow(w, 64, 64)) {
+            s->n_workers = i;
+            return df_error_set(err, DF_ENOMEM, "out of memory for worker %d", i);
+        }
+        if (pthread_create(&w->th, NULL, worker_main, w)) {
+            df_scratch_free(&w->scratch);
+            s->n_workers = i;
+            return df_error_set(err, DF_EINTERNAL, "cannot start worker thread %d", i);
+        }
+        s->n_workers = i + 1;
+    }
+    df__log("%d workers started", n);
+    return DF_OK;
+}
+
+void df__workers_stop(df_server_t *s)
+{
+    pthread_mutex_lock(&s->mu);
+    s->stopping = 1;
+    s->draining = 1;
+    pthread_cond_broadcast(&s->work_cv);
+    pthread_mutex_unlock(&s->mu);
+    for (int i = 0; i < s->n_workers; i++) pthread_join(s->workers[i].th, NULL);
+    /* workers drain the queues before exiting (stopping makes every queue
+     * ready), so nothing is left queued here */
+    for (int i = 0; i < s->n_workers; i++) {
+        df__worker_t *w = &s->workers[i];
+        df_scratch_free(&w->scratch);
+        for (int k = 0; k < DF_MAX_IO; k++) {
+            free(w->in[k]);
+            free(w->out[k]);
+        }
+        free(w->flags);
+        free(w->sink);
+        free(w->jobs);
+    }
+    free(s->workers);
+    s->workers = NULL;
+    s->n_workers = 0;
+}
