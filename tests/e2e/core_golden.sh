@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# core_golden.sh — our import + evaluation against Blender, the independent reference.
+#
+# tests/data/golden/<model>__<clip>.npy holds a few frames per clip baked by Blender
+# (tools/blender/make_golden.sh: Blender's glTF importer on assimp's .glb export of the .X
+# file, Blender's own FBX importer on the .fbx), reordered to our vertex order. For each one
+# this imports the asset from /usr/share/assimp/models into a temporary repository with
+# bin/deform import, evaluates the clip at the golden times with bin/deform eval, and compares
+# with bin/deform compare: max vertex error <= tolerance_rel (1e-4) x rest bbox diagonal.
+# Prints "ok golden <model> <clip>" / "FAIL ..." per clip.
+set -u
+cd "$(dirname "$0")/../.."
+BIN=${BIN:-bin}
+PY=/usr/bin/python3
+M=/usr/share/assimp/models
+G=tests/data/golden
+W=$(mktemp -d "${TMPDIR:-/tmp}/df-core-golden.XXXXXX")
+trap 'rm -rf "$W"' EXIT
+fails=0
+n=0
+for j in "$G"/*__*.json; do
+    [ -e "$j" ] || continue
+    base=${j%.json}
+    file=$(basename "$base")
+    model=${file%%__*}
+    read -r asset clip times tol < <($PY -c "
+import json,sys; m=json.load(open(sys.argv[1]))
+print(m['asset'], m['clip'].replace(' ','\\\\ '), ','.join('%.9g' % t for t in m['times']), m['tolerance_rel'])" "$j")
+    name="golden $model $clip"
+    if [ ! -f "$M/$asset" ]; then echo "FAIL $name (asset $M/$asset missing)"; fails=$((fails+1)); continue; fi
+    if [ ! -d "$W/repo/$model" ]; then
+        if ! "$BIN/deform" import "$M/$asset" --repository "$W/repo" --name "$model" >"$W/import_$model.log" 2>&1; then
+            cat "$W/import_$model.log"
+            echo "FAIL $name (import)"; fails=$((fails+1)); continue
+        fi
+    fi
+    if ! "$BIN/deform" eval "$W/repo/$model" --clip "$clip" --times "$times" --out "$W/$file.npy" >"$W/eval.log" 2>&1; then
+        cat "$W/eval.log"; echo "FAIL $name (eval)"; fails=$((fails+1)); continue
+    fi
+    out=$("$BIN/deform" compare "$W/$file.npy" "$base.npy" --rest "$W/repo/$model" --tol "$tol" 2>&1)
+    rc=$?
+    echo "$out" | sed 's/^/    /'
+    n=$((n+1))
+    if [ $rc -eq 0 ]; then echo "ok $name ($(echo "$out" | grep -o 'max_rel=[^ ]*'))"
+    else echo "FAIL $name"; fails=$((fails+1)); fi
+done
+[ $n -gt 0 ] || { echo "FAIL golden (no golden files in $G)"; exit 1; }
+[ $fails -eq 0 ]
