@@ -167,6 +167,7 @@ $(B)/fuzz/bin/%: fuzz/%.c $(FUZZ_OBJ)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(CPPFLAGS) -std=c11 -g -O1 -fsanitize=fuzzer $(FUZZ_SAN) -o $@ $< $(FUZZ_OBJ) $(LDLIBS_CORE)
 .PHONY: fuzz fuzz-build
+.SECONDARY: $(FUZZ_OBJ)
 fuzz-build: $(FUZZ_BINS)
 fuzz: fuzz-build
 	@for f in $(FUZZ_BINS); do n=$$(basename $$f | sed 's/^fuzz_//'); \
