@@ -90,10 +90,13 @@ $(LIBCORE): $(CORE_OBJ)
 $(LIBPROTO): $(PROTO_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^ $(if $^,,)
-$(LIBCLIENT): $(CLIENT_OBJ) $(LIBPROTO)
-	rm -f $@ && ar rcs $@ $(CLIENT_OBJ) $(PROTO_OBJ)
-$(SOCLIENT): $(CLIENT_PIC) $(patsubst %.c,$(B)/pic/%.o,$(PROTO_SRC))
-	$(CC) -shared $(SAN) -o $@ $^ -lcurl -lpthread -lm
+# The client libraries carry the few core files the codec needs (errors,
+# dtypes/float16, npy), so a client links nothing of the daemon.
+CLIENT_CORE := core/error.c core/dtype.c core/npy.c
+$(LIBCLIENT): $(CLIENT_OBJ) $(LIBPROTO) $(call obj,$(CLIENT_CORE))
+	rm -f $@ && ar rcs $@ $(CLIENT_OBJ) $(PROTO_OBJ) $(call obj,$(CLIENT_CORE))
+$(SOCLIENT): $(CLIENT_PIC) $(patsubst %.c,$(B)/pic/%.o,$(PROTO_SRC) $(CLIENT_CORE))
+	$(CC) -shared $(SAN) -o $@ $^ -lcurl -ljansson -lpthread -lm
 
 $(BIN)/deformd: $(SERVER_OBJ) $(LIBPROTO) $(LIBCORE)
 	@mkdir -p $(BIN)
@@ -104,7 +107,7 @@ $(BIN)/deform: $(TOOL_OBJ) $(LIBCORE)
 	$(CC) $(ALLCFLAGS) -o $@ $(TOOL_OBJ) -Wl,--whole-archive $(LIBCORE) -Wl,--no-whole-archive -lassimp $(LDLIBS_CORE)
 $(BIN)/deformctl: $(CTL_OBJ) $(LIBCLIENT)
 	@mkdir -p $(BIN)
-	$(CC) $(ALLCFLAGS) -o $@ $(CTL_OBJ) $(LIBCLIENT) -lcurl -lpthread -lm
+	$(CC) $(ALLCFLAGS) -o $@ $(CTL_OBJ) $(LIBCLIENT) -lcurl -ljansson -lpthread -lm
 
 # Each unit test links every library (and the server objects but main.c).
 SERVER_LIB_OBJ := $(filter-out $(B)/obj/server/main.o,$(SERVER_OBJ))
