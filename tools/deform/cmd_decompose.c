@@ -1,0 +1,560 @@
+/* cmd_decompose.c — `deform decompose`: skinning decomposition of an animated
+ * mesh into a servable `rigged` model (core/decompose.h does the fitting).
+ *
+ *   deform decompose INPUT --bones B --repository DIR --name NAME
+ *       [--max-influences K] [--iters N] [--threads T] [--clip NAME]
+ *       [--fps R] [--frames a:b] [--tol X] [--no-weld] [--weld-tol X]
+ *       [--model-rest] [--metrics-json FILE] [--quiet]
+ *
+ * INPUT is one of
+ *  - a raw sequence: a .safetensors file with `frames` F32 [F,N,3] and
+ *    `triangles` I32 [T,3], optional `times` F32 [F] (seconds) and `rest`
+ *    F32 [N,3] (default: frame 0) — docs/decompose.md;
+ *  - a model: REPO/NAME directory or a model .safetensors; its clip (--clip,
+ *    default the first) is sampled at its key times (or --fps) with
+ *    df_model_clip_sample and evaluated with df_model_evaluate;
+ *  - a per-vertex animated asset (.md2): every keyframe is read through
+ *    assimp (AI_CONFIG_IMPORT_MD2_KEYFRAME), as stored (no welding by us);
+ *  - any other asset: imported with `deform import` (cmd_import) into a
+ *    temporary repository, then handled as a model.
+ *
+ * DESIGN
+ * The tool owns the parallelism: core gets a parallel_for that runs the
+ * ranges on T pthreads, and OpenBLAS gets T threads for the GEMMs, which
+ * run between parallel regions (never both at once). Output goes to
+ * DIR/NAME/<next version>/model.safetensors (+ config.json if absent);
+ * the written model is loaded back and its clip replayed through the rigged
+ * kind, and the replay error is printed with the four metrics.
+ */
+#include "decompose.h"
+#include "import.h"
+
+#include <assimp/cimport.h>
+#include <assimp/config.h>
+#include <assimp/postprocess.h>
+#include <assimp/scene.h>
+#include <cblas.h>
+#include <errno.h>
+#include <ftw.h>
+#include <limits.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+int cmd_import(int argc, char **argv);
+extern const df_kind_t df_kind_rigged; /* strong: the tool needs the rigged kind */
+
+static int usage(void)
+{
+    fprintf(stderr,
+            "usage: deform decompose INPUT --bones B --repository DIR --name NAME\n"
+            "         [--max-influences K(6)] [--iters N(30)] [--threads T(1)] [--clip NAME]\n"
+            "         [--fps R] [--frames a:b] [--tol X] [--no-weld] [--weld-tol X]\n"
+            "         [--model-rest] [--metrics-json FILE] [--quiet]\n"
+            "  INPUT: raw .safetensors (frames [F,N,3] F32, triangles [T,3] I32), a model\n"
+            "         (REPO/NAME or model .safetensors), an .md2, or any asset deform import reads\n");
+    return 2;
+}
+
+/* ------------------------------------------------------------ sequence */
+
+typedef struct seq {
+    int64_t F, N, T;
+    float *frames;    /* [F,N,3] */
+    uint32_t *tris;   /* [T,3] */
+    float *times;     /* [F] */
+    float *rest;      /* [N,3] or NULL */
+    char source[96];  /* what was read, for the summary */
+} seq_t;
+
+static void seq_free(seq_t *s)
+{
+    free(s->frames); free(s->tris); free(s->times); free(s->rest);
+    memset(s, 0, sizeof *s);
+}
+
+static int ends_with(const char *s, const char *suf)
+{
+    size_t a = strlen(s), b = strlen(suf);
+    return a >= b && !strcasecmp(s + a - b, suf);
+}
+
+static int read_raw(const char *path, df_st_t *st, seq_t *s, df_error_t *err)
+{
+    const df_tensor_t *fr, *tr, *tm, *rs;
+    int64_t shp[3] = {-1, -1, 3};
+    int rc = df_st_require(st, "frames", DF_DT_F32, 3, shp, 0, &fr, err);
+    if (rc) return rc;
+    int64_t F = fr->shape[0], N = fr->shape[1];
+    int64_t tshp[2] = {-1, 3};
+    if ((rc = df_st_require(st, "triangles", DF_DT_I32, 2, tshp, 0, &tr, err))) return rc;
+    int64_t fshp[1] = {F}, rshp[2] = {N, 3};
+    if ((rc = df_st_require(st, "times", DF_DT_F32, 1, fshp, 1, &tm, err))) return rc;
+    if ((rc = df_st_require(st, "rest", DF_DT_F32, 2, rshp, 1, &rs, err))) return rc;
+    s->F = F; s->N = N; s->T = tr->shape[0];
+    s->frames = malloc(fr->nbytes ? fr->nbytes : 1);
+    s->tris = malloc(sizeof(uint32_t) * (s->T * 3 + 1));
+    s->times = malloc(sizeof(float) * (F + 1));
+    if (!s->frames || !s->tris || !s->times) return df_error_set(err, DF_ENOMEM, "out of memory");
+    memcpy(s->frames, fr->data, fr->nbytes);
+    const int32_t *ti = tr->data;
+    for (int64_t q = 0; q < 3 * s->T; q++) {
+        if (ti[q] < 0 || ti[q] >= N)
+            return df_error_set(err, DF_EINVAL,
+                                "%s: tensor 'triangles': triangle %lld references vertex %d but "
+                                "'frames' has %lld vertices", path, (long long)(q / 3), ti[q],
+                                (long long)N);
+        s->tris[q] = (uint32_t)ti[q];
+    }
+    for (int64_t p = 0; p < F; p++) s->times[p] = tm ? ((const float *)tm->data)[p] : p / 30.0f;
+    for (int64_t p = 1; p < F && tm; p++)
+        if (!(s->times[p] > s->times[p - 1]))
+            return df_error_set(err, DF_EINVAL, "%s: tensor 'times' not increasing at frame %lld",
+                                path, (long long)p);
+    if (rs) {
+        s->rest = malloc(rs->nbytes);
+        if (!s->rest) return df_error_set(err, DF_ENOMEM, "out of memory");
+        memcpy(s->rest, rs->data, rs->nbytes);
+    }
+    snprintf(s->source, sizeof s->source, "raw sequence");
+    return DF_OK;
+}
+
+/* Sample clip `clip` (or the first) of a model at its key times or 1/fps. */
+static int read_model(df_model_t *m, const char *clip, double fps, int model_rest, seq_t *s,
+                      df_error_t *err)
+{
+    if (df_model_clip_count(m) == 0)
+        return df_error_set(err, DF_EINVAL, "model '%s' has no clips to decompose",
+                            df_model_name(m));
+    int c = 0;
+    if (clip) {
+        c = df_model_clip_find(m, clip);
+        if (c < 0) {
+            const char *const *names;
+            size_t n = df_model_names(m, "clips", &names);
+            char list[256] = "";
+            for (size_t i = 0; i < n; i++)
+                snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "",
+                         names[i]);
+            return df_error_set(err, DF_ENOTFOUND, "no clip '%s' in the model (clips: %s)", clip,
+                                list);
+        }
+    }
+    df_clip_info_t ci;
+    int rc = df_model_clip_info(m, c, &ci);
+    if (rc) return df_error_set(err, rc, "clip %d: no info", c);
+    double dur = ci.n_keys > 0 ? ci.times[ci.n_keys - 1] - ci.times[0] : 0;
+    int64_t F = fps > 0 ? (int64_t)floor(dur * fps + 1e-9) + 1 : ci.n_keys;
+    int po = df_model_find_output(m, "positions");
+    if (po < 0) return df_error_set(err, DF_EUNSUPPORTED, "model has no 'positions' output");
+    s->F = F;
+    s->N = df_model_n_vertices(m);
+    s->T = df_model_n_triangles(m);
+    s->frames = malloc(sizeof(float) * F * s->N * 3);
+    s->tris = malloc(sizeof(uint32_t) * (s->T * 3 + 1));
+    s->times = malloc(sizeof(float) * (F + 1));
+    int ni = df_model_n_inputs(m);
+    float *bufs[DF_MAX_IO] = {0};
+    df_scratch_t *sc = df_scratch_new();
+    rc = !s->frames || !s->tris || !s->times || !sc ? DF_ENOMEM : DF_OK;
+    for (int i = 0; i < ni && !rc; i++) {
+        const df_io_desc_t *d = df_model_input(m, i);
+        int64_t n = 1;
+        for (int k = 0; k < d->ndim; k++) n *= d->shape[k];
+        if (!(bufs[i] = malloc(sizeof(float) * (n + 1)))) rc = DF_ENOMEM;
+    }
+    if (rc) {
+        df_scratch_free(&sc);
+        for (int i = 0; i < ni; i++) free(bufs[i]);
+        return df_error_set(err, DF_ENOMEM, "out of memory (%lld frames)", (long long)F);
+    }
+    memcpy(s->tris, df_model_triangles(m), sizeof(uint32_t) * s->T * 3);
+    for (int64_t p = 0; p < F && !rc; p++) {
+        double t = fps > 0 ? p / fps : ci.times[p] - ci.times[0];
+        s->times[p] = (float)t;
+        uint32_t filled = 0;
+        rc = df_model_clip_sample(m, c, t, bufs, &filled, err);
+        if (rc) break;
+        const float *ptr[DF_MAX_IO][1];
+        float *dst[1] = {s->frames + p * s->N * 3};
+        df_batch_t b = {.n = 1};
+        for (int i = 0; i < ni; i++)
+            if (filled & (1u << i)) { ptr[i][0] = bufs[i]; b.in[i] = ptr[i]; }
+        b.out[po] = dst;
+        rc = df_model_evaluate(m, &b, sc, err);
+    }
+    df_scratch_free(&sc);
+    for (int i = 0; i < ni; i++) free(bufs[i]);
+    if (rc) return rc;
+    if (model_rest) {
+        s->rest = malloc(sizeof(float) * s->N * 3);
+        if (!s->rest) return df_error_set(err, DF_ENOMEM, "out of memory");
+        memcpy(s->rest, df_model_rest_positions(m), sizeof(float) * s->N * 3);
+    }
+    snprintf(s->source, sizeof s->source, "clip '%s' of model", ci.name);
+    return DF_OK;
+}
+
+/* Merge every mesh of an assimp scene (positions in world space). */
+static void collect_node(const struct aiScene *sc, const struct aiNode *nd, struct aiMatrix4x4 parent,
+                         float *pos, int64_t *nv, uint32_t *tris, int64_t *nt, int count_only)
+{
+    struct aiMatrix4x4 w = parent;
+    aiMultiplyMatrix4(&w, &nd->mTransformation);
+    for (unsigned k = 0; k < nd->mNumMeshes; k++) {
+        const struct aiMesh *me = sc->mMeshes[nd->mMeshes[k]];
+        int64_t base = *nv;
+        for (unsigned f = 0; f < me->mNumFaces; f++) {
+            if (me->mFaces[f].mNumIndices != 3) continue;
+            if (!count_only)
+                for (int a = 0; a < 3; a++) tris[3 * *nt + a] = (uint32_t)(base + me->mFaces[f].mIndices[a]);
+            (*nt)++;
+        }
+        if (!count_only)
+            for (unsigned v = 0; v < me->mNumVertices; v++) {
+                struct aiVector3D p = me->mVertices[v];
+                aiTransformVecByMatrix4(&p, &w);
+                pos[3 * (base + v)] = p.x; pos[3 * (base + v) + 1] = p.y; pos[3 * (base + v) + 2] = p.z;
+            }
+        *nv += me->mNumVertices;
+    }
+    for (unsigned c = 0; c < nd->mNumChildren; c++)
+        collect_node(sc, nd->mChildren[c], w, pos, nv, tris, nt, count_only);
+}
+
+static int md2_frame_count(const char *path, df_error_t *err)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return df_error_set(err, DF_EIO, "%s: %s", path, strerror(errno));
+    int32_t h[17];
+    size_t n = fread(h, 4, 17, f);
+    fclose(f);
+    if (n != 17 || memcmp(h, "IDP2", 4))
+        return df_error_set(err, DF_EFORMAT, "%s: not an MD2 file (no IDP2 header)", path);
+    if (h[10] < 1 || h[10] > 100000)
+        return df_error_set(err, DF_EFORMAT, "%s: MD2 header frame count %d", path, h[10]);
+    return h[10];
+}
+
+static int read_md2(const char *path, seq_t *s, df_error_t *err)
+{
+    int nf = md2_frame_count(path, err);
+    if (nf < 0) return nf;
+    struct aiMatrix4x4 id;
+    aiIdentityMatrix4(&id);
+    int rc = DF_OK;
+    for (int k = 0; k < nf && !rc; k++) {
+        struct aiPropertyStore *ps = aiCreatePropertyStore();
+        aiSetImportPropertyInteger(ps, AI_CONFIG_IMPORT_MD2_KEYFRAME, k);
+        const struct aiScene *sc = aiImportFileExWithProperties(path, aiProcess_Triangulate, NULL, ps);
+        aiReleasePropertyStore(ps);
+        if (!sc || !sc->mRootNode) {
+            rc = df_error_set(err, DF_EFORMAT, "%s: keyframe %d: assimp: %s", path, k, aiGetErrorString());
+            break;
+        }
+        int64_t nv = 0, nt = 0;
+        collect_node(sc, sc->mRootNode, id, NULL, &nv, NULL, &nt, 1);
+        if (k == 0) {
+            s->F = nf; s->N = nv; s->T = nt;
+            s->frames = malloc(sizeof(float) * nf * nv * 3 + 1);
+            s->tris = malloc(sizeof(uint32_t) * nt * 3 + 1);
+            s->times = malloc(sizeof(float) * nf);
+            if (!s->frames || !s->tris || !s->times) rc = df_error_set(err, DF_ENOMEM, "out of memory");
+        } else if (nv != s->N || nt != s->T) {
+            rc = df_error_set(err, DF_EINVAL,
+                              "%s: keyframe %d has %lld vertices and %lld triangles but keyframe 0 "
+                              "has %lld and %lld: the topology must not change", path, k,
+                              (long long)nv, (long long)nt, (long long)s->N, (long long)s->T);
+        }
+        if (!rc) {
+            nv = nt = 0;
+            collect_node(sc, sc->mRootNode, id, s->frames + (int64_t)k * s->N * 3, &nv,
+                         k == 0 ? s->tris : NULL, &nt, 0);
+            s->times[k] = k / 10.0f; /* Quake 2 animates at 10 Hz */
+        }
+        aiReleaseImport(sc);
+    }
+    snprintf(s->source, sizeof s->source, "%d MD2 keyframes", nf);
+    return rc;
+}
+
+static int rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    return remove(p);
+}
+
+/* ------------------------------------------------------------ threads */
+
+typedef struct pool {
+    int T;
+} pool_t;
+typedef struct job {
+    df_range_body_cb body;
+    void *arg;
+    int64_t i0, i1;
+    int worker;
+} job_t;
+static void *job_run(void *a)
+{
+    job_t *j = a;
+    j->body(j->arg, j->i0, j->i1, j->worker);
+    return NULL;
+}
+static void pool_for(void *user, int64_t n, df_range_body_cb body, void *arg)
+{
+    pool_t *p = user;
+    int T = p->T;
+    if (n < 2 * T) T = 1;
+    job_t jobs[64];
+    pthread_t th[64];
+    int started[64] = {0};
+    for (int t = 0; t < T; t++)
+        jobs[t] = (job_t){body, arg, n * t / T, n * (t + 1) / T, t};
+    for (int t = 1; t < T; t++) started[t] = !pthread_create(&th[t], NULL, job_run, &jobs[t]);
+    job_run(&jobs[0]);
+    for (int t = 1; t < T; t++) {
+        if (started[t]) pthread_join(th[t], NULL);
+        else job_run(&jobs[t]); /* could not start a thread: run here */
+    }
+}
+
+static void progress(void *user, const df_decompose_progress_t *p)
+{
+    if (p->iteration == 0)
+        fprintf(stderr, "decompose: init        ERMS %.4f%% of diag   %.2fs\n", 100 * p->erms,
+                p->seconds);
+    else
+        fprintf(stderr,
+                "decompose: iter %3d/%-3d ERMS %.4f%% of diag   weights %.3fs transforms %.3fs   "
+                "elapsed %.2fs  ETA %.1fs\n",
+                p->iteration, p->max_iterations, 100 * p->erms, p->weight_seconds,
+                p->transform_seconds, p->seconds, p->eta_seconds);
+}
+
+/* ------------------------------------------------------------ main */
+
+int cmd_decompose(int argc, char **argv)
+{
+    const char *input = NULL, *repo = NULL, *name = NULL, *clip = NULL, *mjson = NULL,
+               *frames_arg = NULL;
+    df_decompose_opts_t o;
+    df_decompose_opts_default(&o);
+    int threads = 1, quiet = 0, model_rest = 0;
+    double fps = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int more = i + 1 < argc;
+        char *end = NULL;
+        if (!strcmp(a, "--bones") && more) o.n_bones = (int)strtol(argv[++i], &end, 10);
+        else if (!strcmp(a, "--max-influences") && more) o.max_influences = (int)strtol(argv[++i], &end, 10);
+        else if (!strcmp(a, "--iters") && more) o.max_iterations = (int)strtol(argv[++i], &end, 10);
+        else if (!strcmp(a, "--threads") && more) threads = (int)strtol(argv[++i], &end, 10);
+        else if (!strcmp(a, "--tol") && more) o.tol = strtod(argv[++i], &end);
+        else if (!strcmp(a, "--weld-tol") && more) o.weld_tol = strtod(argv[++i], &end);
+        else if (!strcmp(a, "--fps") && more) fps = strtod(argv[++i], &end);
+        else if (!strcmp(a, "--no-weld")) o.weld = 0;
+        else if (!strcmp(a, "--model-rest")) model_rest = 1;
+        else if (!strcmp(a, "--quiet")) quiet = 1;
+        else if (!strcmp(a, "--clip") && more) clip = argv[++i];
+        else if (!strcmp(a, "--frames") && more) frames_arg = argv[++i];
+        else if (!strcmp(a, "--repository") && more) repo = argv[++i];
+        else if (!strcmp(a, "--name") && more) name = argv[++i];
+        else if (!strcmp(a, "--metrics-json") && more) mjson = argv[++i];
+        else if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(); return 0; }
+        else if (a[0] == '-' && a[1]) { fprintf(stderr, "deform decompose: unknown option '%s'\n", a); return usage(); }
+        else if (!input) input = a;
+        else { fprintf(stderr, "deform decompose: unexpected argument '%s'\n", a); return usage(); }
+        if (end && *end) {
+            fprintf(stderr, "deform decompose: %s: not a number: '%s'\n", a, argv[i]);
+            return 2;
+        }
+    }
+    if (!input || !repo || !name) return usage();
+    if (o.n_bones < 1) { fprintf(stderr, "deform decompose: --bones B (>= 1) is required\n"); return 2; }
+    if (threads < 1 || threads > 64) { fprintf(stderr, "deform decompose: --threads must be 1..64\n"); return 2; }
+    if (fps < 0 || !isfinite(fps)) { fprintf(stderr, "deform decompose: --fps must be > 0\n"); return 2; }
+    if (strchr(name, '/') || !name[0] || name[0] == '.') {
+        fprintf(stderr, "deform decompose: bad model name '%s'\n", name);
+        return 2;
+    }
+    (void)df_kind_rigged;
+
+    df_error_t err = {0};
+    seq_t s = {0};
+    int rc = DF_OK;
+    char tmpdir[64] = "";
+    struct stat sb;
+    df_model_t *m = NULL;
+    if (ends_with(input, ".safetensors") && stat(input, &sb) == 0 && S_ISREG(sb.st_mode)) {
+        df_st_t *st = NULL;
+        rc = df_st_open(input, NULL, &st, &err);
+        if (!rc && df_st_find(st, "frames")) rc = read_raw(input, st, &s, &err);
+        else if (!rc) rc = df__tool_open_model(input, &m, NULL, 0, &err);
+        df_st_close(&st);
+    } else if (stat(input, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        rc = df__tool_open_model(input, &m, NULL, 0, &err);
+    } else if (ends_with(input, ".md2")) {
+        rc = read_md2(input, &s, &err);
+    } else if (stat(input, &sb) == 0) {
+        snprintf(tmpdir, sizeof tmpdir, "/tmp/deform-decompose-XXXXXX");
+        if (!mkdtemp(tmpdir)) {
+            rc = df_error_set(&err, DF_EIO, "mkdtemp: %s", strerror(errno));
+            tmpdir[0] = 0;
+        } else {
+            char *iargv[] = {"import", (char *)input, "--repository", tmpdir, "--name", "src", NULL};
+            fflush(stdout);
+            if (cmd_import(6, iargv) != 0)
+                rc = df_error_set(&err, DF_EFORMAT, "%s: import failed (see above)", input);
+            else {
+                char p[PATH_MAX];
+                snprintf(p, sizeof p, "%s/src", tmpdir);
+                rc = df__tool_open_model(p, &m, NULL, 0, &err);
+            }
+        }
+    } else {
+        rc = df_error_set(&err, DF_ENOTFOUND, "%s: %s", input, strerror(errno));
+    }
+    if (!rc && m) rc = read_model(m, clip, fps, model_rest, &s, &err);
+    df_model_unref(&m);
+    if (tmpdir[0]) nftw(tmpdir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+    if (rc) {
+        fprintf(stderr, "deform decompose: %s\n", err.msg);
+        seq_free(&s);
+        return 1;
+    }
+    if (frames_arg) { /* python slice a:b */
+        long a = 0, b = s.F;
+        const char *colon = strchr(frames_arg, ':');
+        if (!colon) { fprintf(stderr, "deform decompose: --frames wants a:b\n"); seq_free(&s); return 2; }
+        if (colon != frames_arg) a = strtol(frames_arg, NULL, 10);
+        if (colon[1]) b = strtol(colon + 1, NULL, 10);
+        if (a < 0) a += s.F;
+        if (b < 0) b += s.F;
+        if (a < 0) a = 0;
+        if (b > s.F) b = s.F;
+        if (b < a) b = a;
+        memmove(s.frames, s.frames + a * s.N * 3, sizeof(float) * (b - a) * s.N * 3);
+        memmove(s.times, s.times + a, sizeof(float) * (b - a));
+        s.F = b - a;
+    }
+    if (!quiet)
+        fprintf(stderr, "decompose: %s: %lld frames x %lld vertices, %lld triangles; %d bones, "
+                        "<= %d influences, %d thread(s)\n", s.source, (long long)s.F,
+                (long long)s.N, (long long)s.T, o.n_bones, o.max_influences, threads);
+
+    pool_t pool = {threads};
+    openblas_set_num_threads(threads);
+    if (threads > 1) {
+        o.parallel_for = pool_for;
+        o.parallel_user = &pool;
+        o.n_workers = threads;
+    }
+    if (!quiet) o.progress = progress;
+    df_decompose_input_t in = {.n_frames = s.F, .n_vertices = s.N, .frames = s.frames,
+                               .n_triangles = s.T, .triangles = s.tris, .rest = s.rest};
+    df_decompose_result_t *r = NULL;
+    rc = df_decompose_fit(&in, &o, NULL, &r, &err);
+    if (rc) {
+        fprintf(stderr, "deform decompose: %s\n", err.msg);
+        seq_free(&s);
+        return 1;
+    }
+
+    /* write REPO/NAME/<v>/model.safetensors */
+    char dir[PATH_MAX], path[PATH_MAX + 64];
+    snprintf(dir, sizeof dir, "%s/%s", repo, name);
+    int64_t v = df__tool_latest_version(dir) + 1;
+    snprintf(path, sizeof path, "%s/%lld", dir, (long long)v);
+    rc = df__tool_mkdirs(path, &err);
+    if (!rc) {
+        snprintf(path, sizeof path, "%s/%lld/model.safetensors", dir, (long long)v);
+        rc = df_decompose_write_model(r, s.T, s.tris, s.times, clip ? clip : "fit", path, &err);
+    }
+    if (!rc) {
+        char cp[PATH_MAX + 16];
+        snprintf(cp, sizeof cp, "%s/config.json", dir);
+        if (stat(cp, &sb) != 0) {
+            FILE *f = fopen(cp, "w");
+            if (!f || fprintf(f, "{\n  \"kind\": \"rigged\",\n  \"parameters\": {},\n"
+                                 "  \"max_batch_size\": 32,\n  \"max_queue_delay_us\": 500\n}\n") < 0)
+                rc = df_error_set(&err, DF_EIO, "%s: cannot write", cp);
+            if (f && fclose(f)) rc = df_error_set(&err, DF_EIO, "%s: cannot write", cp);
+        }
+    }
+    float *fit = malloc(sizeof(float) * s.F * s.N * 3), *replay = NULL;
+    df_decompose_metrics_t mt = {0};
+    double replay_err = -1;
+    if (!rc && !fit) rc = df_error_set(&err, DF_ENOMEM, "out of memory");
+    if (!rc) {
+        df_decompose_reconstruct(r, fit);
+        rc = df_decompose_metrics(s.F, s.N, s.frames, fit, s.T, s.tris, 0, &mt, &err);
+    }
+    /* replay the written model's clip through the rigged kind */
+    if (!rc) rc = df_model_open(path, "rigged", NULL, NULL, &m, &err);
+    if (!rc) {
+        seq_t rs = {0};
+        rc = read_model(m, clip ? clip : "fit", 0, 0, &rs, &err);
+        if (!rc && rs.F == s.F) {
+            replay_err = 0;
+            for (int64_t q = 0; q < s.F * s.N * 3; q++)
+                replay_err = fmax(replay_err, fabs((double)rs.frames[q] - fit[q]));
+        }
+        seq_free(&rs);
+        df_model_unref(&m);
+    }
+    if (rc) {
+        fprintf(stderr, "deform decompose: %s\n", err.msg);
+    } else {
+        const df_decompose_stats_t *st = &r->stats;
+        printf("decompose: %s/%lld: %d bones, %d influences, %d iterations, %lld -> %lld welded "
+               "vertices, %.3f s (init %.3f, weights %.3f, transforms %.3f)\n",
+               name, (long long)v, r->n_bones, r->n_influences, st->iterations,
+               (long long)s.N, (long long)st->n_welded, st->total_seconds, st->init_seconds,
+               st->weight_seconds, st->transform_seconds);
+        printf("metrics: DisPer %.4f  ERMS %.6g (%.4f%% of diag)  MaxAvgDist %.6g (%.4f%% of "
+               "diag)  NormDistort %.6f  diag %.6g\n", mt.disper, mt.erms, mt.erms_pct,
+               mt.max_avg_dist, mt.max_avg_dist_pct, mt.norm_distort, mt.diag);
+        printf("replay: max |model clip - fit| = %.3g (%s)\n", replay_err, path);
+        if (mjson) {
+            FILE *f = fopen(mjson, "w");
+            if (f) {
+                fprintf(f, "{\"frames\": %lld, \"vertices\": %lld, \"welded\": %lld, \"bones\": %d, "
+                           "\"influences\": %d, \"iterations\": %d, \"seconds\": %.4f, "
+                           "\"init_seconds\": %.4f, \"weight_seconds\": %.4f, "
+                           "\"transform_seconds\": %.4f, \"disper\": %.6g, \"erms\": %.6g, "
+                           "\"erms_pct\": %.6g, \"max_avg_dist\": %.6g, \"max_avg_dist_pct\": %.6g, "
+                           "\"norm_distort\": %.6g, \"diag\": %.6g, \"replay_max_err\": %.6g, "
+                           "\"erms_history_pct\": [",
+                        (long long)s.F, (long long)s.N, (long long)st->n_welded, r->n_bones,
+                        r->n_influences, st->iterations, st->total_seconds, st->init_seconds,
+                        st->weight_seconds, st->transform_seconds, mt.disper, mt.erms,
+                        mt.erms_pct, mt.max_avg_dist, mt.max_avg_dist_pct, mt.norm_distort,
+                        mt.diag, replay_err);
+                for (int it = 0; it <= st->iterations; it++)
+                    fprintf(f, "%s%.6g", it ? ", " : "", 100 * st->erms_history[it]);
+                fprintf(f, "], \"weight_seconds_history\": [");
+                for (int it = 0; it <= st->iterations; it++)
+                    fprintf(f, "%s%.5f", it ? ", " : "", st->weight_seconds_history[it]);
+                fprintf(f, "], \"transform_seconds_history\": [");
+                for (int it = 0; it <= st->iterations; it++)
+                    fprintf(f, "%s%.5f", it ? ", " : "", st->transform_seconds_history[it]);
+                fprintf(f, "]}\n");
+                if (fclose(f)) rc = DF_EIO;
+            } else {
+                rc = DF_EIO;
+            }
+            if (rc) fprintf(stderr, "deform decompose: %s: cannot write\n", mjson);
+        }
+    }
+    free(fit);
+    free(replay);
+    df_decompose_result_free(&r);
+    seq_free(&s);
+    return rc ? 1 : 0;
+}
