@@ -302,6 +302,8 @@ int df__model_set_names(df_model_t *m, const char *list, size_t n,
     return DF_OK;
 }
 
+/* expect: the required count, or 0 / (size_t)-1 for "any count" (callers
+ * that know M == 0 compare *n themselves). */
 int df__json_string_array(const char *json, size_t expect, char ***out,
                           size_t *n, df_error_t *err)
 {
@@ -319,7 +321,7 @@ int df__json_string_array(const char *json, size_t expect, char ***out,
         goto done;
     }
     size_t cnt = json_array_size(a);
-    if (expect != (size_t)-1 && cnt != expect) {
+    if (expect != (size_t)-1 && expect != 0 && cnt != expect) {
         rc = df_error_set(err, DF_EFORMAT, "name list has %zu names, expected %zu",
                           cnt, expect);
         goto done;

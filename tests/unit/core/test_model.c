@@ -452,6 +452,9 @@ static void test_json_string_array(void)
     free(v);
     DF_CHECK(df__json_string_array("[]", (size_t)-1, &v, &n, &e) == DF_OK && n == 0);
     free(v);
+    DF_CHECK(df__json_string_array("[\"a\",\"b\"]", 0, &v, &n, &e) == DF_OK && n == 2);
+    for (size_t i = 0; i < n; i++) free(v[i]);
+    free(v);
     DF_CHECK(df__json_string_array("[\"a\"]", 2, &v, &n, &e) == DF_EFORMAT);
     DF_CHECK(strstr(e.msg, "1 names, expected 2") != NULL && v == NULL);
     DF_CHECK(df__json_string_array("[\"a\", 3]", (size_t)-1, &v, &n, &e) == DF_EFORMAT);

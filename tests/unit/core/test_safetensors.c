@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -630,6 +631,35 @@ static void test_require(void)
     df_st_close(&st);
 }
 
+/* Replays the committed fuzz seeds (fuzz/corpus/safetensors, run from the
+ * repository root as tests/run.sh does): all are valid files by design and
+ * must load; their tensors must be 8-aligned with consistent sizes. */
+static void test_fuzz_corpus_replay(void)
+{
+    DIR *d = opendir("fuzz/corpus/safetensors");
+    DF_CHECK_MSG(d != NULL, "run from the repository root");
+    if (!d) return;
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (de->d_name[0] == '.') continue;
+        char p[1200];
+        snprintf(p, sizeof p, "fuzz/corpus/safetensors/%s", de->d_name);
+        df_st_t *st = NULL;
+        df_error_t e = {0};
+        DF_CHECK_MSG(df_st_open(p, NULL, &st, &e) == DF_OK, "%s", e.msg);
+        for (size_t i = 0; st && i < df_st_count(st); i++) {
+            const df_tensor_t *t = df_st_at(st, i);
+            DF_CHECK((uintptr_t)t->data % 8 == 0);
+            DF_CHECK((size_t)df_tensor_numel(t) * df_dtype_size(t->dtype) == t->nbytes);
+        }
+        df_st_close(&st);
+        n++;
+    }
+    closedir(d);
+    DF_CHECK(n >= 5);
+}
+
 int main(void)
 {
     setup_outdir();
@@ -640,5 +670,6 @@ int main(void)
     DF_RUN(test_truncations);
     DF_RUN(test_mutations);
     DF_RUN(test_require);
+    DF_RUN(test_fuzz_corpus_replay);
     return dftest_exit();
 }
