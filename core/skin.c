@@ -27,7 +27,10 @@
 #include <string.h>
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
-#define DF__SKIN_AVX2 1
+#define DF__SKIN_HAVE_AVX2 1
+#endif
+#if defined(DF__SKIN_HAVE_AVX2) && defined(__AVX512F__)
+#define DF__SKIN_HAVE_AVX512 1
 #endif
 
 typedef struct {
@@ -165,7 +168,7 @@ void df__skin_lbs_scalar(const df__skin_t *s, const float *mats,
 
 /* -------------------------------------------------------------- LBS AVX2 */
 
-#ifdef DF__SKIN_AVX2
+#ifdef DF__SKIN_HAVE_AVX2
 static inline void store3(float *dst, __m128 r, int last)
 {
     if (!last) {
@@ -179,9 +182,21 @@ static inline void store3(float *dst, __m128 r, int last)
     }
 }
 
+/* o / |o| with 1/sqrt from the 12-bit estimate + one Newton step (relative
+ * error ~1e-7, vs a 20-cycle sqrt+div); |o| = 0 gives 0, not NaN. */
+static inline __m128 unit(__m128 o, __m128 tiny, __m128 half, __m128 three)
+{
+    __m128 l2 = _mm_max_ps(_mm_dp_ps(o, o, 0x7F), tiny);
+    __m128 y = _mm_rsqrt_ps(l2);
+    y = _mm_mul_ps(_mm_mul_ps(half, y),
+                   _mm_fnmadd_ps(_mm_mul_ps(l2, y), y, three));
+    return _mm_mul_ps(o, y);
+}
+
 static void lbs_avx2(const df__skin_t *s, const float *mats, const float *pos,
                      const float *nrm, float *out_pos, float *out_nrm)
 {
+    const __m128 half = _mm_set1_ps(0.5f), three = _mm_set1_ps(3.0f);
     const __m256i ixy = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
     const __m256i iz = _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3);
     const __m128 one3 = _mm_setr_ps(0, 0, 0, 1.0f);
@@ -223,19 +238,106 @@ static void lbs_avx2(const df__skin_t *s, const float *mats, const float *pos,
                     _mm256_mul_ps(c, _mm256_permutevar8x32_ps(n8, iz)));
                 __m128 o = _mm_add_ps(_mm256_castps256_ps128(rn),
                                       _mm256_extractf128_ps(rn, 1));
-                __m128 l2 = _mm_max_ps(_mm_dp_ps(o, o, 0x7F), tiny);
-                o = _mm_div_ps(o, _mm_sqrt_ps(l2));
-                store3(out_nrm + 3 * v, o, v == n - 1);
+                store3(out_nrm + 3 * v, unit(o, tiny, half, three),
+                       v == n - 1);
             }
         }
     }
 }
 #endif
 
+#ifdef DF__SKIN_HAVE_AVX512
+/* One joint matrix is one 16-float register: blending costs 1 FMA per
+ * influence; the transform multiplies by (x x x x y y y y z z z z 1 1 1 1)
+ * and folds the four column products. */
+static inline __m256 hi256(__m512 x) /* AVX512F only (no DQ needed) */
+{
+    return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1));
+}
+
+static void lbs_avx512(const df__skin_t *s, const float *mats, const float *pos,
+                       const float *nrm, float *out_pos, float *out_nrm)
+{
+    const __m512i ib = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2,
+                                         3, 3, 3, 3);
+    const __m128 one3 = _mm_setr_ps(0, 0, 0, 1.0f);
+    const __m128 tiny = _mm_set1_ps(1e-30f);
+    const __m128 half = _mm_set1_ps(0.5f), three = _mm_set1_ps(3.0f);
+    const int64_t n = s->n;
+    for (int64_t b = 0; b < s->nblocks; b++) {
+        const int kb = s->kb[b];
+        const int32_t *J = s->joints + s->off[b];
+        const float *W = s->weights + s->off[b];
+        int64_t v0 = b * DF__SKIN_BLOCK;
+        int cnt = (int)(n - v0 < DF__SKIN_BLOCK ? n - v0 : DF__SKIN_BLOCK);
+        for (int i = 0; i < cnt; i++, J += kb, W += kb) {
+            int64_t v = v0 + i;
+            __m512 m = _mm512_mul_ps(_mm512_set1_ps(W[0]),
+                                     _mm512_load_ps(mats + 16 * (size_t)J[0]));
+            for (int q = 1; q < kb; q++)
+                m = _mm512_fmadd_ps(_mm512_set1_ps(W[q]),
+                                    _mm512_load_ps(mats + 16 * (size_t)J[q]),
+                                    m);
+            __m128 p = _mm_blend_ps(_mm_loadu_ps(pos + 3 * v), one3, 0x8);
+            __m512 r = _mm512_mul_ps(
+                m, _mm512_permutexvar_ps(ib, _mm512_castps128_ps512(p)));
+            __m256 r2 = _mm256_add_ps(_mm512_castps512_ps256(r),
+                                      hi256(r));
+            __m128 rp = _mm_add_ps(_mm256_castps256_ps128(r2),
+                                   _mm256_extractf128_ps(r2, 1));
+            store3(out_pos + 3 * v, rp, v == n - 1);
+            if (out_nrm) {
+                __m128 nv = _mm_blend_ps(_mm_loadu_ps(nrm + 3 * v),
+                                         _mm_setzero_ps(), 0x8);
+                __m512 rn = _mm512_mul_ps(
+                    m, _mm512_permutexvar_ps(ib, _mm512_castps128_ps512(nv)));
+                __m256 n2 = _mm256_add_ps(_mm512_castps512_ps256(rn),
+                                          hi256(rn));
+                __m128 o = _mm_add_ps(_mm256_castps256_ps128(n2),
+                                      _mm256_extractf128_ps(n2, 1));
+                store3(out_nrm + 3 * v, unit(o, tiny, half, three),
+                       v == n - 1);
+            }
+        }
+    }
+}
+#endif
+
+int df__skin_lbs_impl(int impl, const df__skin_t *s, const float *mats,
+                      const float *pos, const float *nrm, float *out_pos,
+                      float *out_nrm)
+{
+    switch (impl) {
+    case DF__SKIN_SCALAR:
+        df__skin_lbs_scalar(s, mats, pos, nrm, out_pos, out_nrm);
+        return 0;
+#ifdef DF__SKIN_HAVE_AVX2
+    case DF__SKIN_AVX2:
+        lbs_avx2(s, mats, pos, nrm, out_pos, out_nrm);
+        return 0;
+#endif
+#ifdef DF__SKIN_HAVE_AVX512
+    case DF__SKIN_AVX512:
+        lbs_avx512(s, mats, pos, nrm, out_pos, out_nrm);
+        return 0;
+#endif
+    default:
+        return -1;
+    }
+}
+
+const char *df__skin_impl_name(int impl)
+{
+    static const char *const n[] = {"scalar", "avx2", "avx512"};
+    return impl >= 0 && impl < 3 ? n[impl] : "?";
+}
+
 void df__skin_lbs(const df__skin_t *s, const float *mats, const float *pos,
                   const float *nrm, float *out_pos, float *out_nrm)
 {
-#ifdef DF__SKIN_AVX2
+#if defined(DF__SKIN_HAVE_AVX512)
+    lbs_avx512(s, mats, pos, nrm, out_pos, out_nrm);
+#elif defined(DF__SKIN_HAVE_AVX2)
     lbs_avx2(s, mats, pos, nrm, out_pos, out_nrm);
 #else
     df__skin_lbs_scalar(s, mats, pos, nrm, out_pos, out_nrm);

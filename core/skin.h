@@ -59,6 +59,15 @@ void df__skin_lbs_scalar(const df__skin_t *s, const float *mats,
                          const float *pos, const float *nrm, float *out_pos,
                          float *out_nrm);
 
+/* A specific LBS implementation (tests and benchmarks compare them).
+ * Returns -1 when impl was not compiled in (needs -mavx2 -mfma /
+ * -mavx512f). df__skin_lbs picks the widest compiled one. */
+enum { DF__SKIN_SCALAR = 0, DF__SKIN_AVX2 = 1, DF__SKIN_AVX512 = 2 };
+int df__skin_lbs_impl(int impl, const df__skin_t *s, const float *mats,
+                      const float *pos, const float *nrm, float *out_pos,
+                      float *out_nrm);
+const char *df__skin_impl_name(int impl);
+
 /* Dual quaternion skinning. dq: [J][8] unit dual quaternions of the rigid
  * part of each skin matrix. lin: [J][16] skin-matrix layout holding the
  * scale/shear part (translation zero), blended linearly and applied first;

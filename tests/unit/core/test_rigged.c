@@ -519,14 +519,22 @@ static void test_lbs_vs_naive_k1_to_8(void)
         float *pin = calloc(N * 3 + 4, 4), *nin = calloc(N * 3 + 4, 4);
         memcpy(pin, s.d.positions, N * 12);
         memcpy(nin, s.d.normals, N * 12);
-        df__skin_lbs_scalar(&sk, mats, pin, nin, pos2, nrm);
-        ep = max_err(pos2, rp, N * 3);
-        en = max_err(nrm, rn, N * 3);
-        DF_CHECK_MSG(ep < 5e-5 && en < 1e-5, "K=%d scalar kernel errors %g %g",
-                     K, ep, en);
-        df__skin_lbs(&sk, mats, pin, NULL, pos2, NULL);
-        ep = max_err(pos2, rp, N * 3);
-        DF_CHECK_MSG(ep < 5e-5, "K=%d kernel direct error %g", K, ep);
+        /* every compiled kernel (scalar fallback, AVX2, AVX-512) agrees */
+        for (int impl = 0; impl < 3; impl++) {
+            memset(pos2, 0, N * 12);
+            memset(nrm, 0, N * 12);
+            if (df__skin_lbs_impl(impl, &sk, mats, pin, nin, pos2, nrm) < 0)
+                continue;
+            ep = max_err(pos2, rp, N * 3);
+            en = max_err(nrm, rn, N * 3);
+            DF_CHECK_MSG(ep < 5e-5 && en < 1e-5, "K=%d %s kernel errors %g %g",
+                         K, df__skin_impl_name(impl), ep, en);
+            DF_CHECK(df__skin_lbs_impl(impl, &sk, mats, pin, NULL, pos2, NULL) == 0);
+            ep = max_err(pos2, rp, N * 3);
+            DF_CHECK_MSG(ep < 5e-5, "K=%d %s kernel positions-only error %g", K,
+                         df__skin_impl_name(impl), ep);
+        }
+        DF_CHECK(df__skin_lbs_impl(DF__SKIN_SCALAR, &sk, mats, pin, nin, pos2, nrm) == 0);
         df__skin_free(&sk);
         free(mats);
         free(pin);
