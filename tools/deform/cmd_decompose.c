@@ -15,6 +15,8 @@
  *    df_model_clip_sample and evaluated with df_model_evaluate;
  *  - a per-vertex animated asset (.md2): every keyframe is read through
  *    assimp (AI_CONFIG_IMPORT_MD2_KEYFRAME), as stored (no welding by us);
+ *  - a directory of per-frame mesh files (no config.json; files assimp
+ *    reads, sorted by name, e.g. frame000.obj ...): topology must not change;
  *  - any other asset: imported with `deform import` (cmd_import) into a
  *    temporary repository, then handled as a model.
  *
@@ -34,6 +36,7 @@
 #include <assimp/postprocess.h>
 #include <assimp/scene.h>
 #include <cblas.h>
+#include <dirent.h>
 #include <errno.h>
 #include <ftw.h>
 #include <limits.h>
@@ -57,7 +60,8 @@ static int usage(void)
             "         [--fps R] [--frames a:b] [--tol X] [--no-weld] [--weld-tol X]\n"
             "         [--model-rest] [--metrics-json FILE] [--quiet]\n"
             "  INPUT: raw .safetensors (frames [F,N,3] F32, triangles [T,3] I32), a model\n"
-            "         (REPO/NAME or model .safetensors), an .md2, or any asset deform import reads\n");
+            "         (REPO/NAME or model .safetensors), an .md2, a directory of per-frame\n"
+            "         meshes (e.g. OBJ), or any asset deform import reads\n");
     return 2;
 }
 
@@ -212,7 +216,7 @@ static void collect_node(const struct aiScene *sc, const struct aiNode *nd, stru
         int64_t base = *nv;
         for (unsigned f = 0; f < me->mNumFaces; f++) {
             if (me->mFaces[f].mNumIndices != 3) continue;
-            if (!count_only)
+            if (!count_only && tris)
                 for (int a = 0; a < 3; a++) tris[3 * *nt + a] = (uint32_t)(base + me->mFaces[f].mIndices[a]);
             (*nt)++;
         }
@@ -281,6 +285,85 @@ static int read_md2(const char *path, seq_t *s, df_error_t *err)
         aiReleaseImport(sc);
     }
     snprintf(s->source, sizeof s->source, "%d MD2 keyframes", nf);
+    return rc;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* A directory of per-frame meshes (frame files sorted by name, any format
+ * assimp reads; e.g. one OBJ per frame), taken as stored. */
+static int read_meshdir(const char *dirpath, seq_t *s, df_error_t *err)
+{
+    DIR *dir = opendir(dirpath);
+    if (!dir) return df_error_set(err, DF_EIO, "%s: %s", dirpath, strerror(errno));
+    char **names = NULL;
+    size_t n = 0, cap = 0;
+    struct dirent *de;
+    int rc = DF_OK;
+    while ((de = readdir(dir))) {
+        if (de->d_name[0] == '.') continue;
+        const char *dot = strrchr(de->d_name, '.');
+        if (!dot || !aiIsExtensionSupported(dot)) continue;
+        if (n == cap) {
+            char **q = realloc(names, (cap = cap ? 2 * cap : 64) * sizeof *q);
+            if (!q) { rc = DF_ENOMEM; break; }
+            names = q;
+        }
+        if (!(names[n] = strdup(de->d_name))) { rc = DF_ENOMEM; break; }
+        n++;
+    }
+    closedir(dir);
+    if (rc) {
+        for (size_t i = 0; i < n; i++) free(names[i]);
+        free(names);
+        return df_error_set(err, rc, "out of memory");
+    }
+    if (n == 0) {
+        free(names);
+        return df_error_set(err, DF_EINVAL,
+                            "%s: neither a model directory (no config.json) nor a directory of "
+                            "mesh files assimp reads", dirpath);
+    }
+    qsort(names, n, sizeof *names, cmp_str);
+    struct aiMatrix4x4 id;
+    aiIdentityMatrix4(&id);
+    for (size_t k = 0; k < n && !rc; k++) {
+        char p[PATH_MAX];
+        snprintf(p, sizeof p, "%s/%s", dirpath, names[k]);
+        const struct aiScene *sc = aiImportFile(p, aiProcess_Triangulate);
+        if (!sc || !sc->mRootNode) {
+            rc = df_error_set(err, DF_EFORMAT, "%s: frame %zu: assimp: %s", p, k, aiGetErrorString());
+            break;
+        }
+        int64_t nv = 0, nt = 0;
+        collect_node(sc, sc->mRootNode, id, NULL, &nv, NULL, &nt, 1);
+        if (k == 0) {
+            s->F = (int64_t)n; s->N = nv; s->T = nt;
+            s->frames = malloc(sizeof(float) * n * nv * 3 + 1);
+            s->tris = malloc(sizeof(uint32_t) * nt * 3 + 1);
+            s->times = malloc(sizeof(float) * n);
+            if (!s->frames || !s->tris || !s->times) rc = df_error_set(err, DF_ENOMEM, "out of memory");
+        } else if (nv != s->N || nt != s->T) {
+            rc = df_error_set(err, DF_EINVAL,
+                              "%s: frame %zu has %lld vertices and %lld triangles but frame 0 (%s) "
+                              "has %lld and %lld: the topology must not change", p, k,
+                              (long long)nv, (long long)nt, names[0], (long long)s->N,
+                              (long long)s->T);
+        }
+        if (!rc) {
+            nv = nt = 0;
+            collect_node(sc, sc->mRootNode, id, s->frames + (int64_t)k * s->N * 3, &nv,
+                         k == 0 ? s->tris : NULL, &nt, 0);
+            s->times[k] = k / 30.0f;
+        }
+        aiReleaseImport(sc);
+    }
+    snprintf(s->source, sizeof s->source, "%zu mesh files", n);
+    for (size_t i = 0; i < n; i++) free(names[i]);
+    free(names);
     return rc;
 }
 
@@ -398,7 +481,10 @@ int cmd_decompose(int argc, char **argv)
         else if (!rc) rc = df__tool_open_model(input, &m, NULL, 0, &err);
         df_st_close(&st);
     } else if (stat(input, &sb) == 0 && S_ISDIR(sb.st_mode)) {
-        rc = df__tool_open_model(input, &m, NULL, 0, &err);
+        char cfg[PATH_MAX];
+        snprintf(cfg, sizeof cfg, "%s/config.json", input);
+        if (stat(cfg, &sb) == 0) rc = df__tool_open_model(input, &m, NULL, 0, &err);
+        else rc = read_meshdir(input, &s, &err);
     } else if (ends_with(input, ".md2")) {
         rc = read_md2(input, &s, &err);
     } else if (stat(input, &sb) == 0) {
@@ -517,8 +603,8 @@ int cmd_decompose(int argc, char **argv)
                name, (long long)v, r->n_bones, r->n_influences, st->iterations,
                (long long)s.N, (long long)st->n_welded, st->total_seconds, st->init_seconds,
                st->weight_seconds, st->transform_seconds);
-        printf("metrics: DisPer %.4f  ERMS %.6g (%.4f%% of diag)  MaxAvgDist %.6g (%.4f%% of "
-               "diag)  NormDistort %.6f  diag %.6g\n", mt.disper, mt.erms, mt.erms_pct,
+        printf("metrics: DisPer %.4g  ERMS %.6g (%.4g%% of diag)  MaxAvgDist %.6g (%.4g%% of "
+               "diag)  NormDistort %.4g  diag %.6g\n", mt.disper, mt.erms, mt.erms_pct,
                mt.max_avg_dist, mt.max_avg_dist_pct, mt.norm_distort, mt.diag);
         printf("replay: max |model clip - fit| = %.3g (%s)\n", replay_err, path);
         if (mjson) {

@@ -170,6 +170,9 @@ int cmd_import(int argc, char **argv)
     if (s.n_inconsistent_binds)
         printf("  warning: %d bones have offset matrices that disagree between meshes\n",
                s.n_inconsistent_binds);
+    if (s.n_missing_bones)
+        printf("  warning: %d bones have no node; their vertices follow their mesh's node\n",
+               s.n_missing_bones);
     if (s.n_ignored_channels)
         printf("  %d animation channels target nodes that move no vertex (ignored)\n",
                s.n_ignored_channels);

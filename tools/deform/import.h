@@ -30,6 +30,7 @@ typedef struct df__import_summary {
     int n_ignored_channels;  /* channels targeting nodes that move no vertex */
     int n_matrix_clips;      /* clips stored as world matrices (animated scale) */
     int n_inconsistent_binds;/* bones whose offset matrices disagree between meshes */
+    int n_missing_bones;     /* bones without a node: follow their mesh's node rigidly */
     int static_first_frame;  /* vertex-animated format: first frame only */
 } df__import_summary_t;
 

@@ -293,12 +293,31 @@ static int find_node(const ctx_t *c, const char *name)
     return -1;
 }
 
+/* The node a bone moves with and its offset matrix. A bone without a node (a broken exporter:
+ * X/anim_test.x names 4 bones but stores 2) follows the mesh's own node rigidly: offset = I,
+ * i.e. those vertices keep their bind pose relative to the mesh's node. */
+static int bone_target(const ctx_t *c, const inst_t *in, const struct aiBone *b, double off[16])
+{
+    int n = find_node(c, b->mName.data);
+    if (n >= 0) {
+        if (off) m4_from_ai(&b->mOffsetMatrix, off);
+        return n;
+    }
+    if (off) {
+        memset(off, 0, 16 * sizeof *off);
+        off[0] = off[5] = off[10] = off[15] = 1;
+    }
+    return in->node;
+}
+
 static int is_ancestor_or_self(const ctx_t *c, int a, int n)
 {
     for (; n >= 0; n = c->nodes[n].parent)
         if (n == a) return 1;
     return 0;
 }
+
+#define MNAME(am) ((am)->mName.length ? (am)->mName.data : "(unnamed)")
 
 static char *xstrdup(const char *s)
 {
@@ -368,13 +387,13 @@ int df__import_scene(const char *path, const df__import_opts_t *opts, df_rigged_
     char *ibm_set = NULL;
     int *joint_node = NULL;
 
-    if (sc->mFlags & AI_SCENE_FLAGS_INCOMPLETE) {
-        rc = df_error_set(err, DF_EFORMAT, "%s: assimp read an incomplete scene", path);
+    if (!sc->mRootNode || sc->mNumMeshes == 0) {
+        rc = df_error_set(err, DF_EINVAL, "%s: no mesh in this file (%u animations)", path,
+                          sc->mNumAnimations);
         goto done;
     }
-    if (!sc->mRootNode || sc->mNumMeshes == 0) {
-        rc = df_error_set(err, DF_EINVAL, "%s: no mesh in this file (%u meshes, %u animations)",
-                          path, sc->mNumMeshes, sc->mNumAnimations);
+    if (sc->mFlags & AI_SCENE_FLAGS_INCOMPLETE) {
+        rc = df_error_set(err, DF_EFORMAT, "%s: assimp read an incomplete scene", path);
         goto done;
     }
     if ((rc = walk(&c, sc->mRootNode, -1, 0))) goto done;
@@ -423,11 +442,13 @@ int df__import_scene(const char *path, const df__import_opts_t *opts, df_rigged_
             for (unsigned b = 0; b < am->mNumBones; b++) {
                 int n = find_node(&c, am->mBones[b]->mName.data);
                 if (n < 0) {
-                    rc = df_error_set(err, DF_EFORMAT, "%s: mesh '%s' bone '%s' has no node in the "
-                                      "hierarchy", path, am->mName.data, am->mBones[b]->mName.data);
-                    goto done;
-                }
-                if (!c.nodes[n].mark) sum->n_bones++;
+                    fprintf(stderr, "import: warning: mesh '%s' bone '%s' has no node in the "
+                            "hierarchy; its vertices follow the mesh's node '%s' rigidly\n",
+                            MNAME(am), am->mBones[b]->mName.data,
+                            c.nodes[c.insts[i].node].ai->mName.data);
+                    sum->n_missing_bones++;
+                    n = c.insts[i].node;
+                } else if (!c.nodes[n].mark) sum->n_bones++;
                 c.nodes[n].mark = 1;
             }
         }
@@ -500,10 +521,9 @@ int df__import_scene(const char *path, const df__import_opts_t *opts, df_rigged_
         }
         int have = 0;
         for (unsigned b = 0; b < am->mNumBones && !have; b++) {
-            int n = find_node(&c, am->mBones[b]->mName.data);
+            double off[16], inv[16];
+            int n = bone_target(&c, &c.insts[i], am->mBones[b], off);
             if (ibm_set[n]) {
-                double off[16], inv[16];
-                m4_from_ai(&am->mBones[b]->mOffsetMatrix, off);
                 if (!m4_inv_affine(ibm + 16 * n, inv)) goto singular;
                 m4_mul(inv, off, Xi);
                 have = 1;
@@ -513,9 +533,8 @@ int df__import_scene(const char *path, const df__import_opts_t *opts, df_rigged_
         double Xinv[16];
         if (!m4_inv_affine(Xi, Xinv)) goto singular;
         for (unsigned b = 0; b < am->mNumBones; b++) {
-            int n = find_node(&c, am->mBones[b]->mName.data);
             double off[16];
-            m4_from_ai(&am->mBones[b]->mOffsetMatrix, off);
+            int n = bone_target(&c, &c.insts[i], am->mBones[b], off);
             if (!ibm_set[n]) {
                 m4_mul(off, Xinv, ibm + 16 * n);
                 ibm_set[n] = 1;
@@ -595,7 +614,7 @@ int df__import_scene(const char *path, const df__import_opts_t *opts, df_rigged_
                 if (!an->mVertices) continue;
                 if (an->mNumVertices != am->mNumVertices) {
                     rc = df_error_set(err, DF_EFORMAT, "%s: mesh '%s' morph target %u has %u vertices, "
-                                      "the mesh has %u", path, am->mName.data, k, an->mNumVertices,
+                                      "the mesh has %u", path, MNAME(am), k, an->mNumVertices,
                                       am->mNumVertices);
                     goto done;
                 }
@@ -669,13 +688,13 @@ int df__import_scene(const char *path, const df__import_opts_t *opts, df_rigged_
             }
             for (unsigned b = 0; b < am->mNumBones; b++) {
                 const struct aiBone *bn = am->mBones[b];
-                int j = c.nodes[find_node(&c, bn->mName.data)].joint;
+                int j = c.nodes[bone_target(&c, &c.insts[i], bn, NULL)].joint;
                 for (unsigned w = 0; w < bn->mNumWeights; w++) {
                     unsigned v = bn->mWeights[w].mVertexId;
                     float wt = bn->mWeights[w].mWeight;
                     if (v >= am->mNumVertices) {
                         rc = df_error_set(err, DF_EFORMAT, "%s: mesh '%s' bone '%s' weights vertex %u "
-                                          "of %u", path, am->mName.data, bn->mName.data, v,
+                                          "of %u", path, MNAME(am), bn->mName.data, v,
                                           am->mNumVertices);
                         goto done;
                     }
@@ -694,13 +713,13 @@ int df__import_scene(const char *path, const df__import_opts_t *opts, df_rigged_
                 if (cnt[g] > DF__IMPORT_MAX_INFLUENCES) {
                     rc = df_error_set(err, DF_EUNSUPPORTED, "%s: mesh '%s' vertex %u has %d "
                                       "influences; at most %d are supported", path,
-                                      am->mName.data, v, cnt[g], DF__IMPORT_MAX_INFLUENCES);
+                                      MNAME(am), v, cnt[g], DF__IMPORT_MAX_INFLUENCES);
                     goto done;
                 }
                 if (cnt[g] == 0) {
                     rc = df_error_set(err, DF_EFORMAT, "%s: mesh '%s' vertex %u has no bone weight "
                                       "(a skinned mesh must weight every vertex)", path,
-                                      am->mName.data, v);
+                                      MNAME(am), v);
                     goto done;
                 }
                 if (cnt[g] > K) K = cnt[g];
