@@ -5,6 +5,7 @@
 #include "laplacian.h"
 
 #include <cholmod.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -321,5 +322,45 @@ int df_lap_fold(const df_lap_t *l, int m, const float *U, float *G, float *H,
         for (int64_t i = 0; i < n * na; i++) H[i] = (float)b[i];
     }
     free(b), free(z);
+    return DF_OK;
+}
+
+static int cmp_pos(const void *a, const void *b, void *ctx)
+{
+    const float *pos = ctx;
+    const float *p = pos + 3 * (int64_t)*(const int32_t *)a, *q = pos + 3 * (int64_t)*(const int32_t *)b;
+    for (int d = 0; d < 3; d++)
+        if (p[d] != q[d]) return p[d] < q[d] ? -1 : 1;
+    return cmp_i32(a, b);
+}
+
+int df_lap_weld(int64_t nv, const float *rest, int64_t nt, const uint32_t *tris,
+                float eps, uint32_t **out, int64_t *out_nt, df_error_t *err)
+{
+    /* sort by x then y then z; coincident copies are neighbours in this
+     * order when eps is tiny (exact seams), which is what importers make */
+    int32_t *ord = malloc(sizeof(int32_t) * (nv ? nv : 1));
+    uint32_t *t = malloc(sizeof(uint32_t) * 3 * (nt + nv));
+    if (!ord || !t) {
+        free(ord), free(t);
+        return df_error_set(err, DF_ENOMEM, "weld: out of memory");
+    }
+    for (int64_t v = 0; v < nv; v++) ord[v] = (int32_t)v;
+    qsort_r(ord, nv, sizeof *ord, cmp_pos, (void *)rest);
+    memcpy(t, tris, sizeof(uint32_t) * 3 * nt);
+    int64_t n = nt;
+    int64_t rep = 0;
+    for (int64_t i = 1; i < nv; i++) {
+        const float *p = rest + 3 * (int64_t)ord[rep], *q = rest + 3 * (int64_t)ord[i];
+        if (fabsf(p[0] - q[0]) <= eps && fabsf(p[1] - q[1]) <= eps && fabsf(p[2] - q[2]) <= eps) {
+            t[n * 3] = (uint32_t)ord[rep], t[n * 3 + 1] = (uint32_t)ord[i], t[n * 3 + 2] = (uint32_t)ord[i];
+            n++;
+        } else {
+            rep = i;
+        }
+    }
+    free(ord);
+    *out = t;
+    *out_nt = n;
     return DF_OK;
 }

@@ -41,6 +41,13 @@ typedef struct df_lap {
 int64_t df_lap_components(int64_t nv, int64_t nt, const uint32_t *tris,
                           int32_t *comp);
 
+/* Seam welding: vertices at the same rest position (within eps) are split
+ * copies (UV / normal seams). Returns in *out (new: free) the triangles plus
+ * one degenerate triangle (r, d, d) per copy d of representative r, so the
+ * Laplacian and smoothing see one connected surface. *out_nt gets the count. */
+int df_lap_weld(int64_t nv, const float *rest, int64_t nt, const uint32_t *tris,
+                float eps, uint32_t **out, int64_t *out_nt, df_error_t *err);
+
 /* Build L_s, add anchor rows with weight omega, factorise. *out new:
  * df_lap_free. Anchors must be distinct vertices and cover every component. */
 int df_lap_new(int64_t nv, int64_t nt, const uint32_t *tris, int64_t n_anchors,

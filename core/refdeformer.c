@@ -7,6 +7,7 @@
 #include "rigapprox.h"
 #include "model_internal.h"
 #include "mathx.h"
+#include "laplacian.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -79,22 +80,22 @@ static int cmp_i32(const void *a, const void *b)
 }
 
 /* Unique vertex neighbours from triangles (CSR). */
-static int build_adjacency(df_refrig_t *r)
+static int build_adjacency(df_refrig_t *r, int64_t ntw, const uint32_t *tw)
 {
     int64_t V = r->nv;
     int32_t *cnt = calloc(V + 1, sizeof *cnt);
-    int32_t *tmp = malloc(sizeof(int32_t) * 6 * (r->nt ? r->nt : 1));
+    int32_t *tmp = malloc(sizeof(int32_t) * 6 * (ntw ? ntw : 1));
     int32_t *pos = malloc(sizeof(int32_t) * (V + 1));
     if (!cnt || !tmp || !pos) { free(cnt), free(tmp), free(pos); return -1; }
-    for (int64_t t = 0; t < r->nt; t++)
-        for (int e = 0; e < 3; e++) cnt[r->tris[t * 3 + e]] += 2;
+    for (int64_t t = 0; t < ntw; t++)
+        for (int e = 0; e < 3; e++) cnt[tw[t * 3 + e]] += 2;
     pos[0] = 0;
     for (int64_t v = 0; v < V; v++) pos[v + 1] = pos[v] + cnt[v];
     memcpy(cnt, pos, sizeof(int32_t) * (V + 1));
-    for (int64_t t = 0; t < r->nt; t++)
+    for (int64_t t = 0; t < ntw; t++)
         for (int e = 0; e < 3; e++) {
-            uint32_t a = r->tris[t * 3 + e], b = r->tris[t * 3 + (e + 1) % 3],
-                     c = r->tris[t * 3 + (e + 2) % 3];
+            uint32_t a = tw[t * 3 + e], b = tw[t * 3 + (e + 1) % 3],
+                     c = tw[t * 3 + (e + 2) % 3];
             tmp[cnt[a]++] = (int32_t)b;
             tmp[cnt[a]++] = (int32_t)c;
         }
@@ -160,11 +161,18 @@ static void frames(const df_refrig_t *r, const float *s, float *fr)
             continue;
         }
         for (int d = 0; d < 3; d++) n[d] /= nl;
-        const float *q = s + r->adj_i[a] * 3, *p = s + v * 3;
-        float e[3] = {q[0] - p[0], q[1] - p[1], q[2] - p[2]};
-        float dn = e[0] * n[0] + e[1] * n[1] + e[2] * n[2];
-        for (int d = 0; d < 3; d++) e[d] -= dn * n[d];
-        float el = sqrtf(e[0] * e[0] + e[1] * e[1] + e[2] * e[2]);
+        /* tangent: the longest projected edge to a neighbour (a welded
+         * seam copy sits at distance 0 and cannot define a direction) */
+        const float *p = s + v * 3;
+        float e[3] = {0, 0, 0}, el = 0;
+        for (int32_t k = a; k < r->adj_p[v + 1]; k++) {
+            const float *q = s + r->adj_i[k] * 3;
+            float f[3] = {q[0] - p[0], q[1] - p[1], q[2] - p[2]};
+            float dn = f[0] * n[0] + f[1] * n[1] + f[2] * n[2];
+            for (int d = 0; d < 3; d++) f[d] -= dn * n[d];
+            float fl = sqrtf(f[0] * f[0] + f[1] * f[1] + f[2] * f[2]);
+            if (fl > el) el = fl, e[0] = f[0], e[1] = f[1], e[2] = f[2];
+        }
         if (el < 1e-20f) { memset(F, 0, 36); F[0] = F[4] = F[8] = 1; continue; }
         for (int d = 0; d < 3; d++) F[d] = e[d] / el;
         F[3] = n[1] * F[2] - n[2] * F[1];
@@ -301,7 +309,14 @@ static int finish(df_refrig_t *r, const df_refrig_opts_t *o, df_error_t *err)
     r->joint_max = o->joint_max;
     r->rest_world = malloc(sizeof(float) * 12 * r->nj);
     r->mush_delta = malloc(sizeof(float) * 3 * r->nv);
-    if (!r->rest_world || !r->mush_delta || build_adjacency(r) || build_correctives(r, o))
+    /* smoothing sees seams welded (split copies linked), like the Laplacian */
+    uint32_t *tw = NULL;
+    int64_t ntw = 0;
+    int rc = df_lap_weld(r->nv, r->rest, r->nt, r->tris, 1e-6f * r->height, &tw, &ntw, err);
+    if (rc) return rc;
+    rc = build_adjacency(r, ntw, tw);
+    free(tw);
+    if (!r->rest_world || !r->mush_delta || rc || build_correctives(r, o))
         return df_error_set(err, DF_ENOMEM, "rig: out of memory");
     df_refrig_fk(r, NULL, NULL, r->rest_world);
     /* rest detail: skin the rest pose (no correctives), smooth, store delta

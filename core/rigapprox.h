@@ -54,4 +54,53 @@ void df_rigapprox_apply(int64_t nv, const float *T, const float *rest,
 int df_rigapprox_nonlinear(int64_t nv, const float *T, const float *rest,
                            const float *p, float *vnl);
 
+/* ------------------------------------------------------- model (kind) */
+/* The in-memory rigapprox model, as the trainer writes it and the kind reads
+ * it (tensor names in docs/rigapprox.md). Variants share one evaluator:
+ *   OURS  : differential network -> PCA -> L_s coordinates, anchor
+ *           mini-networks, Laplacian reconstruction (the paper);
+ *   LOCAL : the same network predicting local offsets v_nl directly;
+ *   PCALR : one linear layer (ridge regression) -> PCA of v_nl;
+ *   LBS   : v_nl = 0 (linear part only). */
+enum { DF_RA_OURS = 0, DF_RA_LOCAL, DF_RA_PCALR, DF_RA_LBS };
+const char *df_ramodel_variant_name(int v);
+
+struct df_mlp;
+typedef struct df_ramodel {
+    int variant;
+    int64_t nv, nt, nj, nc, k;
+    const float *rest;        /* [V,3] */
+    const uint32_t *tris;     /* [T,3] */
+    const float *invbind;     /* [J,12] */
+    const int32_t *skin_j;    /* [V,K] */
+    const float *skin_w;      /* [V,K] */
+    const float *ctrl_range;  /* [C,3] or NULL when C == 0 */
+    char **control_names, **joint_names;
+    int64_t nf;               /* 12 J + C */
+    const float *feat_mean, *feat_scale; /* [F]: x' = (x - mean) * scale */
+    struct df_mlp *net;       /* F -> P (NULL for LBS) */
+    int64_t P;
+    const float *basis;       /* [3V,P] */
+    const float *basis_mean;  /* [3V] */
+    int64_t na;
+    const int32_t *anchors;   /* [A] */
+    const int32_t *anc_off;   /* [A+1] offsets into anc_idx */
+    const int32_t *anc_idx;   /* feature indices of each mini-network */
+    struct df_mlp **anc_nets; /* [A] n_in -> 3 */
+    double omega;
+    void *arena;              /* owned copy of every array (df_ramodel_copy) */
+} df_ramodel_t;
+
+/* Features of one pose (Eq. 9): out [F] from world [J,12] and controls [C]. */
+void df_ramodel_features(const df_ramodel_t *m, const float *world,
+                         const float *controls, float *out);
+/* All arrays borrowed. */
+int df_ramodel_write(const df_ramodel_t *m, const char *path, df_error_t *err);
+/* Parse (borrowing arrays from st, which must outlive *m). Validates. */
+int df_ramodel_read(const df_st_t *st, df_ramodel_t *m, df_error_t *err);
+/* Deep copy of src (borrowed arrays included) into one owned arena. */
+int df_ramodel_copy(const df_ramodel_t *src, df_ramodel_t *dst, df_error_t *err);
+/* Frees what df_ramodel_read / df_ramodel_copy allocated. */
+void df_ramodel_release(df_ramodel_t *m);
+
 #endif

@@ -1,0 +1,280 @@
+/* kind_rigapprox.c — the `rigapprox` model kind: accurate rig approximation
+ * (Song, Shi & Reed 2020) served batch-first.
+ *
+ * DESIGN
+ * Inputs `controls` [C] and `joint_matrices` [J,12] (world 3x4, like the
+ * rigged kind; both optional: control defaults / bind pose). Output
+ * `positions` [V,3]. A batch of B poses runs as one chain:
+ *   features X [B,F] (Eq. 9) -> differential MLP (one sgemm per layer;
+ *   sgemv at B = 1) -> PCA coefficients [B,P];
+ *   every anchor mini-network on the whole batch (gathered inputs, small
+ *   GEMMs) -> anchor offsets [A,3B];
+ *   reconstruction of the nonlinear offsets v_nl [B,3V], either
+ *     dense : v_nl = g0 + coef G^T + (H AP)^T  with G = A^-1 L_s^T U and
+ *             H = w^2 A^-1 S^T folded at load (two GEMMs per batch), or
+ *     sparse: RHS L_s^T (mean + U coef) + w^2 S^T AP, one forward/back
+ *             substitution with 3B right-hand sides (core/laplacian.c);
+ *   then out_i = T_i (v_i + v_nl,i), T_i = sum_k w_ik world_k invbind_k.
+ * The choice is per model: parameter "reconstruction" = "dense" | "sparse" |
+ * "auto" (default: dense while the folded matrices stay under
+ * dense_max_mb, 256 MB; docs/rigapprox.md has the measured crossover).
+ * Variants local / pcalr / lbs (baselines) skip the anchors and the solve.
+ * Everything per request lives in the worker's scratch; nothing allocates.
+ */
+#include "df.h"
+#include "laplacian.h"
+#include "mathx.h"
+#include "model_internal.h"
+#include "nn.h"
+#include "rigapprox.h"
+
+#include <cblas.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct ra_impl {
+    df_ramodel_t m;       /* owned copy (arena): the file closes after load */
+    df_lap_t *lap;        /* OURS */
+    int dense;
+    float *G, *H, *g0;    /* dense folding: [3V,P], [V,A], [3V] */
+    float *rest_world;    /* [J,12] default joint matrices */
+    int max_in;           /* widest anchor input */
+    size_t max_anc_work;  /* floats per pose of the widest anchor net */
+} ra_impl_t;
+
+static void ra_destroy(void *p)
+{
+    ra_impl_t *r = p;
+    if (!r) return;
+    df_ramodel_release(&r->m);
+    df_lap_free(&r->lap);
+    free(r->G), free(r->H), free(r->g0), free(r->rest_world);
+    free(r);
+}
+
+static int ra_load(df_model_t *mo, const df_st_t *st_in, const char *params_json,
+                   const df_limits_t *lim, df_error_t *err)
+{
+    ra_impl_t *r = calloc(1, sizeof *r);
+    if (!r) return df_error_set(err, DF_ENOMEM, "rigapprox: out of memory");
+    mo->impl = r; /* freed by destroy, also on failure */
+    /* the file is closed after load: parse (borrowing), then copy */
+    df_ramodel_t tmp;
+    int rc = df_ramodel_read(st_in, &tmp, err);
+    if (rc) return rc;
+    rc = df_ramodel_copy(&tmp, &r->m, err);
+    df_ramodel_release(&tmp);
+    if (rc) return rc;
+    df_ramodel_t *m = &r->m;
+    if (lim && m->nv > lim->max_vertices)
+        return df_error_set(err, DF_ELIMIT, "rigapprox: %lld vertices over the limit %lld",
+                            (long long)m->nv, (long long)lim->max_vertices);
+    r->rest_world = malloc(sizeof(float) * 12 * m->nj);
+    if (!r->rest_world) return df_error_set(err, DF_ENOMEM, "rigapprox: out of memory");
+    for (int64_t j = 0; j < m->nj; j++)
+        if (df_m34_inverse(m->invbind + j * 12, r->rest_world + j * 12))
+            return df_error_set(err, DF_EFORMAT, "rigapprox: inverse_bind_matrices[%lld] is singular",
+                                (long long)j);
+    /* parameters */
+    const char *recon = "auto";
+    double dense_max_mb = 256;
+    json_t *pj = NULL;
+    if (params_json) {
+        json_error_t je;
+        pj = json_loads(params_json, 0, &je);
+        if (!pj || !json_is_object(pj)) {
+            json_decref(pj);
+            return df_error_set(err, DF_EINVAL, "rigapprox: parameters are not a JSON object");
+        }
+        json_t *v = json_object_get(pj, "reconstruction");
+        if (v && json_is_string(v)) recon = json_string_value(v);
+        v = json_object_get(pj, "dense_max_mb");
+        if (v && json_is_number(v)) dense_max_mb = json_number_value(v);
+    }
+    int want = !strcmp(recon, "dense") ? 1 : !strcmp(recon, "sparse") ? 0 : !strcmp(recon, "auto") ? 2 : -1;
+    json_decref(pj);
+    if (want < 0)
+        return df_error_set(err, DF_EINVAL, "rigapprox: parameter reconstruction must be dense, sparse or auto");
+
+    int64_t C = m->nc, J = m->nj, V = m->nv;
+    if (C) {
+        float *def = malloc(sizeof(float) * C);
+        if (!def) return df_error_set(err, DF_ENOMEM, "rigapprox: out of memory");
+        for (int64_t c = 0; c < C; c++) def[c] = m->ctrl_range[c * 3 + 2];
+        int64_t sc[1] = {C};
+        rc = df__model_add_input(mo, "controls", 1, sc, 1, def);
+        free(def);
+        if (rc) return df_error_set(err, rc, "rigapprox: cannot add input");
+    }
+    int64_t sj[2] = {J, 12}, sv[2] = {V, 3};
+    if ((rc = df__model_add_input(mo, "joint_matrices", 2, sj, 1, r->rest_world)) ||
+        (rc = df__model_add_output(mo, "positions", 2, sv)) ||
+        (rc = df__model_set_mesh(mo, V, m->rest, m->nt, m->tris)) ||
+        (rc = df__model_set_names(mo, "joints", (size_t)J, (const char *const *)m->joint_names)) ||
+        (C && (rc = df__model_set_names(mo, "controls", (size_t)C, (const char *const *)m->control_names))))
+        return df_error_set(err, rc, "rigapprox: cannot describe the model");
+
+    if (m->variant == DF_RA_OURS) {
+        if ((rc = df_lap_new(V, m->nt, m->tris, m->na, m->anchors, m->omega, &r->lap, err))) return rc;
+        for (int64_t a = 0; a < m->na; a++) {
+            int n = m->anc_off[a + 1] - m->anc_off[a];
+            if (n > r->max_in) r->max_in = n;
+            size_t wf = df_mlp_work_floats(m->anc_nets[a], 1);
+            if (wf > r->max_anc_work) r->max_anc_work = wf;
+        }
+        double mb = (3.0 * V * m->P + (double)V * m->na + 3.0 * V) * 4 / 1e6;
+        r->dense = want == 1 || (want == 2 && mb <= dense_max_mb);
+        if (r->dense) {
+            r->G = malloc(sizeof(float) * 3 * V * m->P);
+            r->H = malloc(sizeof(float) * V * m->na);
+            r->g0 = malloc(sizeof(float) * 3 * V);
+            if (!r->G || !r->H || !r->g0)
+                return df_error_set(err, DF_ENOMEM, "rigapprox: dense reconstruction needs %.0f MB", mb);
+            /* basis [3V,P] is [V,3P] row-major: L_s acts on the vertex index */
+            if ((rc = df_lap_fold(r->lap, (int)(3 * m->P), m->basis, r->G, r->H, err)) ||
+                (rc = df_lap_fold(r->lap, 3, m->basis_mean, r->g0, NULL, err)))
+                return rc;
+        }
+    }
+    return DF_OK;
+}
+
+static size_t ra_scratch_bytes(const df_model_t *mo, int n)
+{
+    const ra_impl_t *r = mo->impl;
+    const df_ramodel_t *m = &r->m;
+    size_t B = (size_t)n, V = (size_t)m->nv;
+    size_t f = B * m->nf + 16;                          /* X */
+    if (m->net) f += df_mlp_work_floats(m->net, n) + 16; /* act */
+    f += B * 3 * V + 16;                                /* vnl */
+    f += (size_t)m->nj * 12 + 16;                       /* skinning matrices */
+    size_t d = 0;
+    if (m->variant == DF_RA_OURS) {
+        f += B * r->max_in + B * r->max_anc_work + m->na * 3 * B + 48;
+        f += 2 * B * 3 * V + 32; /* R and delta */
+        if (!r->dense) d = 2 * B * 3 * V;
+    }
+    return f * sizeof(float) + d * sizeof(double) + 256;
+}
+
+static int check_finite(const float *x, int64_t n, int pose, const char *name, df_error_t *err)
+{
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite(x[i]))
+            return df_error_set(err, DF_EINVAL, "pose %d: input '%s' element %lld is not finite",
+                                pose, name, (long long)i);
+    return DF_OK;
+}
+
+static int ra_evaluate(const df_model_t *mo, const df_batch_t *b, void *scratch,
+                       df_error_t *err)
+{
+    const ra_impl_t *r = mo->impl;
+    const df_ramodel_t *m = &r->m;
+    int B = b->n;
+    int64_t V = m->nv, J = m->nj, C = m->nc, F = m->nf, P = m->P, A = m->na;
+    int ic = df_model_find_input(mo, "controls"), ij = df_model_find_input(mo, "joint_matrices");
+    int op = df_model_find_output(mo, "positions");
+    /* scratch layout (64-byte aligned pieces) */
+    char *cur = scratch;
+#define TAKE(T, n) ((T *)(cur = (char *)(((uintptr_t)cur + 63) & ~(uintptr_t)63), cur += sizeof(T) * (n), cur - sizeof(T) * (n)))
+    float *X = TAKE(float, (size_t)B * F);
+    float *act = m->net ? TAKE(float, df_mlp_work_floats(m->net, B)) : NULL;
+    float *vnl = TAKE(float, (size_t)B * 3 * V);
+    float *skm = TAKE(float, J * 12);
+    /* 1. features, validated */
+    for (int p = 0; p < B; p++) {
+        const float *w = (ij >= 0 && b->in[ij] && b->in[ij][p]) ? b->in[ij][p] : r->rest_world;
+        const float *c = (ic >= 0 && b->in[ic] && b->in[ic][p]) ? b->in[ic][p] : mo->input_defaults[ic >= 0 ? ic : 0];
+        int rc;
+        if (w != r->rest_world && (rc = check_finite(w, J * 12, p, "joint_matrices", err))) return rc;
+        if (C && c != mo->input_defaults[ic] && (rc = check_finite(c, C, p, "controls", err))) return rc;
+        df_ramodel_features(m, w, C ? c : NULL, X + (size_t)p * F);
+    }
+    /* 2. networks and v_nl */
+    if (m->variant == DF_RA_LBS) {
+        memset(vnl, 0, sizeof(float) * B * 3 * V);
+    } else {
+        float *coef = df_mlp_forward(m->net, B, X, act);
+        if (m->variant != DF_RA_OURS || !r->dense) {
+            /* vnl (or delta for OURS sparse) = mean + coef U^T */
+            for (int p = 0; p < B; p++) memcpy(vnl + (size_t)p * 3 * V, m->basis_mean, sizeof(float) * 3 * V);
+            if (B == 1)
+                cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)(3 * V), (int)P, 1.0f, m->basis, (int)P, coef, 1, 1.0f, vnl, 1);
+            else
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, (int)(3 * V), (int)P, 1.0f, coef, (int)P,
+                            m->basis, (int)P, 1.0f, vnl, (int)(3 * V));
+        }
+        if (m->variant == DF_RA_OURS) {
+            float *Xa = TAKE(float, (size_t)B * r->max_in);
+            float *acta = TAKE(float, (size_t)B * r->max_anc_work);
+            float *AP = TAKE(float, (size_t)A * 3 * B);
+            float *R = TAKE(float, (size_t)V * 3 * B);
+            for (int64_t a = 0; a < A; a++) {
+                const int32_t *idx = m->anc_idx + m->anc_off[a];
+                int n = m->anc_off[a + 1] - m->anc_off[a];
+                for (int p = 0; p < B; p++)
+                    for (int i = 0; i < n; i++) Xa[(size_t)p * n + i] = X[(size_t)p * F + idx[i]];
+                const float *o = df_mlp_forward(m->anc_nets[a], B, Xa, acta);
+                memcpy(AP + a * 3 * B, o, sizeof(float) * 3 * B);
+            }
+            if (r->dense) {
+                for (int p = 0; p < B; p++) memcpy(vnl + (size_t)p * 3 * V, r->g0, sizeof(float) * 3 * V);
+                if (B == 1)
+                    cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)(3 * V), (int)P, 1.0f, r->G, (int)P, coef, 1, 1.0f, vnl, 1);
+                else
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, (int)(3 * V), (int)P, 1.0f, coef, (int)P,
+                                r->G, (int)P, 1.0f, vnl, (int)(3 * V));
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)V, 3 * B, (int)A, 1.0f, r->H, (int)A,
+                            AP, 3 * B, 0.0f, R, 3 * B);
+                for (int64_t v = 0; v < V; v++)
+                    for (int p = 0; p < B; p++)
+                        for (int c = 0; c < 3; c++) vnl[(size_t)p * 3 * V + v * 3 + c] += R[(v * B + p) * 3 + c];
+            } else {
+                float *D = TAKE(float, (size_t)V * 3 * B);
+                double *dw = TAKE(double, (size_t)2 * V * 3 * B);
+                for (int64_t v = 0; v < V; v++)
+                    for (int p = 0; p < B; p++)
+                        for (int c = 0; c < 3; c++) D[(v * B + p) * 3 + c] = vnl[(size_t)p * 3 * V + v * 3 + c];
+                df_lap_reconstruct(r->lap, 3 * B, D, AP, R, dw);
+                for (int64_t v = 0; v < V; v++)
+                    for (int p = 0; p < B; p++)
+                        for (int c = 0; c < 3; c++) vnl[(size_t)p * 3 * V + v * 3 + c] = R[(v * B + p) * 3 + c];
+            }
+        }
+    }
+#undef TAKE
+    /* 3. linear part and output */
+    if (op < 0 || !b->out[op]) return DF_OK;
+    for (int p = 0; p < B; p++) {
+        float *out = b->out[op][p];
+        if (!out) continue;
+        const float *w = (ij >= 0 && b->in[ij] && b->in[ij][p]) ? b->in[ij][p] : r->rest_world;
+        for (int64_t j = 0; j < J; j++) df_m34_mul(w + j * 12, m->invbind + j * 12, skm + j * 12);
+        const float *d = vnl + (size_t)p * 3 * V;
+        for (int64_t v = 0; v < V; v++) {
+            float T[12] = {0};
+            for (int k = 0; k < m->k; k++) {
+                float wt = m->skin_w[v * m->k + k];
+                const float *M = skm + m->skin_j[v * m->k + k] * 12;
+                for (int e = 0; e < 12; e++) T[e] += wt * M[e];
+            }
+            float x = m->rest[v * 3] + d[v * 3], y = m->rest[v * 3 + 1] + d[v * 3 + 1],
+                  z = m->rest[v * 3 + 2] + d[v * 3 + 2];
+            out[v * 3] = T[0] * x + T[1] * y + T[2] * z + T[3];
+            out[v * 3 + 1] = T[4] * x + T[5] * y + T[6] * z + T[7];
+            out[v * 3 + 2] = T[8] * x + T[9] * y + T[10] * z + T[11];
+        }
+    }
+    return DF_OK;
+}
+
+const df_kind_t df_kind_rigapprox = {
+    .name = "rigapprox",
+    .load = ra_load,
+    .destroy = ra_destroy,
+    .scratch_bytes = ra_scratch_bytes,
+    .evaluate = ra_evaluate,
+};
