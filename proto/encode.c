@@ -94,6 +94,35 @@ void df_quant_from_data(const float *x, size_t n, int comps, df_quant_t *q)
     }
 }
 
+int df_quant_cover(df_quant_t *q, const float *x, size_t n)
+{
+    int comps = q->comps > 0 ? q->comps : 1;
+    float lo[DF_QUANT_MAX_COMPS], hi[DF_QUANT_MAX_COMPS];
+    for (int c = 0; c < comps; c++) {
+        lo[c] = q->offset[c] - 32767.0f * q->scale[c];
+        hi[c] = q->offset[c] + 32767.0f * q->scale[c];
+    }
+    int wide = 0, c = 0;
+    float dlo[DF_QUANT_MAX_COMPS], dhi[DF_QUANT_MAX_COMPS];
+    for (int k = 0; k < comps; k++) { dlo[k] = lo[k]; dhi[k] = hi[k]; }
+    for (size_t i = 0; i < n; i++) {
+        float v = x[i];
+        if (isfinite(v)) {
+            if (v < dlo[c]) { dlo[c] = v; wide = 1; }
+            if (v > dhi[c]) { dhi[c] = v; wide = 1; }
+        }
+        if (++c == comps) c = 0;
+    }
+    if (!wide) return 0;
+    for (int k = 0; k < comps; k++) {
+        q->offset[k] = 0.5f * (dlo[k] + dhi[k]);
+        /* 32766: the extremes must round back inside [-32767, 32767] */
+        q->scale[k] = (dhi[k] - dlo[k]) * 0.5f / 32766.0f;
+        if (!(q->scale[k] > 0)) q->scale[k] = 1.0f / 32767.0f;
+    }
+    return 1;
+}
+
 void df_encode_f16(const float *src, size_t n, uint16_t *dst)
 {
     for (size_t i = 0; i < n; i++) dst[i] = df_f32_to_f16(src[i]);
@@ -148,8 +177,10 @@ size_t df_encode_output(df_encoding_t e, const char *name, int comps,
     case DF_ENC_I16:
         if (comps == 3 && name && strstr(name, "normal"))
             df_quant_unit(3, q);
-        else if (comps == 3 && lo && hi)
+        else if (comps == 3 && lo && hi) {
             df_quant_from_box(lo, hi, DF_QUANT_MARGIN, q);
+            df_quant_cover(q, src, n);
+        }
         else
             df_quant_from_data(src, n, comps <= DF_QUANT_MAX_COMPS ? comps : 1, q);
         return df_encode_i16(src, n, q, dst);

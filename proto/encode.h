@@ -11,7 +11,9 @@
  * The box for int16: for a 3-component output named like "*normal*" the
  * unit box [-1,1]; for any other 3-component output the model's rest
  * bounding box grown by `margin` times its extent on every side (posed
- * vertices leave the rest box); for other shapes the data's own min/max.
+ * vertices leave the rest box), widened further to the data's range when a
+ * pose leaves even that (df_quant_cover), so nothing valid is clamped; for
+ * other shapes the data's own min/max.
  * No I/O, no allocation: fuzzable and testable alone.
  */
 #ifndef DF_PROTO_ENCODE_H
@@ -57,6 +59,11 @@ void df_quant_unit(int comps, df_quant_t *q /* OUT */);
 /* The data's own range per component (n elements, comps per row). */
 void df_quant_from_data(const float *x, size_t n, int comps,
                         df_quant_t *q /* OUT */);
+
+/* Widen q (if needed) so that it covers every finite value of x (n
+ * elements, q->comps per row); returns 1 when it widened. Keeps the error
+ * bound scale/2 for poses that leave the rest box. */
+int df_quant_cover(df_quant_t *q, const float *x, size_t n);
 
 /* n floats -> n halfs. */
 void df_encode_f16(const float *src, size_t n, uint16_t *dst);

@@ -775,13 +775,19 @@ int df_http_start(df_server_t *s, const df_config_t *cfg, df_http_t **out, int *
         free(h);
         return df_error_set(err, DF_EINVAL, "host '%s' is not an IPv4 or IPv6 address", cfg->host);
     }
-    h->d = MHD_start_daemon(
-        flags, (uint16_t)cfg->http_port, NULL, NULL, on_request, h, MHD_OPTION_SOCK_ADDR, &ss,
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, h, MHD_OPTION_CONNECTION_TIMEOUT,
-        (unsigned)cfg->idle_timeout_s, MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,
-        MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_THREAD_POOL_SIZE,
-        (unsigned)(cfg->http_threads > 1 ? cfg->http_threads : 1), MHD_OPTION_LISTEN_BACKLOG_SIZE,
-        (unsigned)1024, MHD_OPTION_END);
+    struct MHD_OptionItem ops[] = {
+        {MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)mhd_log, NULL},
+        {MHD_OPTION_SOCK_ADDR, 0, &ss},
+        {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, h},
+        {MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)cfg->idle_timeout_s, NULL},
+        {MHD_OPTION_CONNECTION_LIMIT, (intptr_t)cfg->max_connections, NULL},
+        {MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024, NULL},
+        {cfg->http_threads > 1 ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END,
+         (intptr_t)cfg->http_threads, NULL},
+        {MHD_OPTION_END, 0, NULL},
+    };
+    h->d = MHD_start_daemon(flags, (uint16_t)cfg->http_port, NULL, NULL, on_request, h,
+                            MHD_OPTION_ARRAY, ops, MHD_OPTION_END);
     if (!h->d) {
         free(h);
         return df_error_set(err, DF_EIO, "cannot listen on %s:%d (%s)", cfg->host, cfg->http_port,

@@ -68,8 +68,10 @@ static void encode_outputs(df_server_t *s, df__loaded_t *ld, df_job_t *job)
         }
         if (comps == 3 && strstr(out->name, "normal"))
             df_quant_unit(3, &out->quant);
-        else if (comps == 3)
+        else if (comps == 3) {
             df_quant_from_box(ld->lo, ld->hi, s->cfg->int16_margin, &out->quant);
+            df_quant_cover(&out->quant, out->f32, n);
+        }
         else
             df_quant_from_data(out->f32, n, comps <= DF_QUANT_MAX_COMPS ? comps : 1, &out->quant);
         out->clamped = df_encode_i16(out->f32, n, &out->quant, (int16_t *)out->bytes);

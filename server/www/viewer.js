@@ -50,7 +50,7 @@ function render() { renderer.render(scene, camera); }
 
 // ------------------------------------------------------------------ state
 const st = {
-  name: null, meta: null, clips: [], morphs: [], nverts: 0,
+  name: null, shown: null, meta: null, clips: [], morphs: [], nverts: 0,
   clip: '', time: 0, weights: null, playing: false,
   inflight: null, dirty: false, frames: 0, lastMs: 0, lastBytes: 0,
 };
@@ -103,12 +103,14 @@ async function select(name) {
   st.time = 0;
   $('clip').value = st.clip;
   await requestFrame();
+  st.shown = name; // the character on screen (select() is done)
 }
 
 function buildMesh(rest) {
   const r = rest.mesh || rest;
   const pos = Float32Array.from(flatten(r.positions));
-  const tri = flatten(r.triangles || r.indices);
+  // triangles: {"indices": [...]} (with "triangles" the count), or "triangles": [[a,b,c],...]
+  const tri = flatten(Array.isArray(r.indices) ? r.indices : r.triangles);
   st.nverts = pos.length / 3;
   const g = new THREE.BufferGeometry();
   g.setAttribute('position', new THREE.BufferAttribute(pos, 3).setUsage(THREE.DynamicDrawUsage));
@@ -119,6 +121,8 @@ function buildMesh(rest) {
   mesh = new THREE.Mesh(g, material);
   scene.add(mesh);
   frameCamera(g.boundingBox);
+  st.needFraming = true; // again on the first evaluated frame: a model's output
+                         // space may differ from its rest mesh's (e.g. scene vs bind space)
 }
 
 function frameCamera(box) {
@@ -202,6 +206,11 @@ function requestFrame() {
     attr.array.set(p.data);
     attr.needsUpdate = true;
     mesh.geometry.computeVertexNormals();
+    if (st.needFraming) {
+      mesh.geometry.computeBoundingBox();
+      frameCamera(mesh.geometry.boundingBox);
+      st.needFraming = false;
+    }
     render();
     st.frames++;
     st.lastMs = performance.now() - t0;
