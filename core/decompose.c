@@ -73,13 +73,15 @@ int df_decompose_validate(const df_decompose_input_t *in, int n_bones,
                             "decompose: %lld frames x %lld vertices exceeds the tensor "
                             "limit of %llu values", (long long)in->n_frames,
                             (long long)in->n_vertices, (unsigned long long)lim->max_tensor_elems);
-    if (n_bones < 1 || n_bones > DF_DECOMPOSE_MAX_BONES)
-        return df_error_set(err, DF_EINVAL, "decompose: bone count %d outside 1..%d", n_bones,
-                            DF_DECOMPOSE_MAX_BONES);
+    if (n_bones < 1)
+        return df_error_set(err, DF_EINVAL, "decompose: bone count %d (need >= 1)", n_bones);
     if (n_bones > in->n_vertices)
         return df_error_set(err, DF_EINVAL,
                             "decompose: %d bones is more than the %lld vertices", n_bones,
                             (long long)in->n_vertices);
+    if (n_bones > DF_DECOMPOSE_MAX_BONES)
+        return df_error_set(err, DF_ELIMIT, "decompose: %d bones exceeds the limit of %d",
+                            n_bones, DF_DECOMPOSE_MAX_BONES);
     if (in->n_triangles < 0 || (in->n_triangles > 0 && !in->triangles))
         return df_error_set(err, DF_EINVAL, "decompose: triangle count %lld without triangles",
                             (long long)in->n_triangles);
