@@ -376,7 +376,7 @@ static int ref_eval(const char *model_path, int B, const char *const *in_names,
 }
 
 /* max |a-b| / max(1, |b|) */
-static double max_rel_err(const float *a, const float *b, size_t n)
+static inline double max_rel_err(const float *a, const float *b, size_t n)
 {
     double m = 0;
     for (size_t i = 0; i < n; i++) {
@@ -387,7 +387,7 @@ static double max_rel_err(const float *a, const float *b, size_t n)
 }
 
 /* Flatten "data" of output `name` from a KServe JSON response. */
-static float *json_output(const char *body, const char *name, size_t *n, json_t **out_obj)
+static inline float *json_output(const char *body, const char *name, size_t *n, json_t **out_obj)
 {
     json_error_t je;
     json_t *root = json_loads(body, 0, &je);
