@@ -1,0 +1,150 @@
+/* deformclient.h — libdeformclient: the C client of deformd.
+ *
+ * DESIGN
+ * One connection object speaks the binary socket protocol
+ * (docs/protocol.md) over TCP or a Unix socket, blocking I/O, no threads:
+ *
+ *   df_client_t *c;  df_error_t err;
+ *   df_client_connect("127.0.0.1:8001", &c, &err);        // or "unix:/run/d.sock"
+ *   df_client_request_t q = {.character = "wuson", .n_poses = 1};
+ *   df_client_result_t r;
+ *   df_client_infer(c, &q, &r, &err);                      // blocking
+ *   ... r.outputs[0].data is float32 [1, N, 3] ...
+ *   df_client_result_free(&r);
+ *   df_client_close(&c);
+ *
+ * Pipelining: df_client_submit() sends a request and returns its id at
+ * once; df_client_poll()/df_client_wait() read answers (in any order) and
+ * call each request's callback with its result. While a submit waits to
+ * write it also reads answers, so a deep pipeline cannot deadlock against
+ * the server's backpressure. df_client_play() streams a whole clip that
+ * way. HTTP (KServe v2, JSON or the binary-data extension) goes through
+ * libcurl with df_client_http_*, so tests can compare transports.
+ *
+ * Errors use core/df.h's df_error_t and DF_E* codes: a server ERROR frame
+ * arrives as its code and message. A connection is not thread-safe (one
+ * thread at a time). Link: -ldeformclient -lcurl -ljansson -lpthread -lm.
+ */
+#ifndef DEFORMCLIENT_H
+#define DEFORMCLIENT_H
+
+#include "df.h"
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define DF_CLIENT_MAX_IO 16
+
+typedef struct df_client df_client_t;
+
+typedef struct df_client_tensor {
+    char name[DF_NAME_MAX];
+    int ndim;                 /* including the leading batch dimension B */
+    int64_t shape[DF_MAX_DIMS];
+    const float *data;        /* inputs: borrowed (until the request is
+                               * written); results: see df_client_result_t */
+    int encoding;             /* results: how it travelled ("float32"=0,
+                               * "float16"=1, "int16"=2, DF_WIRE_*) */
+    float scale[3], offset[3];/* results, int16 only */
+} df_client_tensor_t;
+
+typedef struct df_client_request {
+    const char *character;    /* required */
+    int n_poses;              /* B >= 1 (0 means 1) */
+    int n_inputs;
+    df_client_tensor_t inputs[DF_CLIENT_MAX_IO]; /* shape [B, per-pose...] */
+    int n_outputs;            /* 0: every output of the model */
+    const char *outputs[DF_CLIENT_MAX_IO];
+    const char *encoding;     /* "float32" (NULL), "float16", "int16" */
+    const char *skinning;     /* NULL (character default), "lbs", "dqs" */
+    const char *clip;         /* NULL or a clip name ... */
+    const double *times;      /* ... sampled at these n_poses times (s) */
+} df_client_request_t;
+
+typedef struct df_client_result {
+    uint64_t id;
+    int status;               /* DF_OK or the server's DF_E* code */
+    char error[1025];         /* the server's message when status != 0 */
+    int n_poses;
+    int n_outputs;
+    /* decoded to float32. In a callback: valid during the call only. From
+     * df_client_infer: owned, free with df_client_result_free. */
+    df_client_tensor_t outputs[DF_CLIENT_MAX_IO];
+    size_t wire_bytes;        /* size of the RESULT frame as received */
+} df_client_result_t;
+
+/* Called by df_client_poll/wait for each answer. */
+typedef void (*df_client_done_cb)(const df_client_result_t *res, void *user);
+
+/* address: "HOST:PORT", "tcp://HOST:PORT", "unix:PATH" or "/PATH" (Unix).
+ * *out new: df_client_close. */
+int df_client_connect(const char *address, df_client_t **out, df_error_t *err);
+void df_client_close(df_client_t **c);
+
+/* Round trip of a PING with an 8-byte payload. */
+int df_client_ping(df_client_t *c, df_error_t *err);
+/* INFO: name "" = the server. *json new (NUL-terminated): free(). */
+int df_client_info(df_client_t *c, const char *name, char **json, df_error_t *err);
+
+/* Pipelined: send q, return its request id in *id (may be NULL). cb may be
+ * NULL (the answer is dropped). Input arrays may be reused once this
+ * returns. Returns transport/encoding errors only; server errors arrive in
+ * the callback's res->status. */
+int df_client_submit(df_client_t *c, const df_client_request_t *q, df_client_done_cb cb,
+                     void *user, uint64_t *id, df_error_t *err);
+/* Read answers for up to timeout_ms (0: only what is already there, -1:
+ * until at least one arrives); returns the number of callbacks run, or a
+ * negative DF_E* on a transport error. */
+int df_client_poll(df_client_t *c, int timeout_ms, df_error_t *err);
+/* Block until request id (0: every request in flight) is answered. */
+int df_client_wait(df_client_t *c, uint64_t id, df_error_t *err);
+size_t df_client_in_flight(const df_client_t *c);
+/* Forget every request in flight: their answers will be dropped and their
+ * callbacks never run (e.g. after an error, before freeing callback data). */
+void df_client_cancel_all(df_client_t *c);
+
+/* Blocking request: submit + wait. Returns DF_OK or the transport error or
+ * the server's code (message in err and out->error). *out owns its
+ * outputs: df_client_result_free. */
+int df_client_infer(df_client_t *c, const df_client_request_t *q, df_client_result_t *out,
+                    df_error_t *err);
+void df_client_result_free(df_client_result_t *r);
+
+/* Stream a clip: sample it at times (NULL: the clip's key times from INFO,
+ * or every 1/fps s when fps > 0), chunk poses per request, window requests
+ * in flight. *frames new (free()): n_frames x (numel of one pose's output)
+ * floats of output `output` (NULL: "positions"), in time order; per-pose
+ * shape in shape[0..*ndim). progress(done, total, user) may be NULL. */
+typedef struct df_client_play {
+    const char *character, *clip, *output, *encoding, *skinning;
+    const double *times;
+    size_t n_times;
+    double fps;
+    int chunk;                /* poses per request, default 8 */
+    int window;               /* requests in flight, default 16 */
+    void (*progress)(size_t done, size_t total, void *user);
+    void *user;
+} df_client_play_t;
+int df_client_play(df_client_t *c, const df_client_play_t *p, float **frames,
+                   size_t *n_frames, int *ndim, int64_t shape[DF_MAX_DIMS], df_error_t *err);
+
+/* ---------------------------------------------------------------- HTTP */
+
+/* GET base_url + path (e.g. "http://127.0.0.1:8000", "/v2/models/wuson").
+ * *body new (NUL-terminated): free(). *status gets the HTTP status. */
+int df_client_http_get(const char *base_url, const char *path, char **body, size_t *len,
+                       long *status, df_error_t *err);
+/* POST /v2/models/{character}/infer with the request's inputs as JSON
+ * numbers (binary = 0) or with the binary-data extension for inputs and
+ * outputs (binary = 1). Outputs come back float32 (encoding and clip of q
+ * are honoured where the HTTP front supports them). *out owns its outputs. */
+int df_client_http_infer(const char *base_url, const df_client_request_t *q, int binary,
+                         df_client_result_t *out, df_error_t *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
