@@ -4,13 +4,19 @@
  * One table indexed by df_dtype_t holds the byte size, the safetensors
  * spelling ("F32") and the KServe v2 spelling ("FP32"); df_dtype_parse
  * accepts either. float16 <-> float32 is done bit-exactly in integer
- * arithmetic (no F16C dependency): f32 -> f16 rounds to nearest, ties to
+ * arithmetic: f32 -> f16 rounds to nearest, ties to
  * even, produces subnormals and overflows to infinity; NaN stays NaN
- * (quiet, payload top bits kept). f16 -> f32 is exact.
+ * (quiet, payload top bits kept). f16 -> f32 is exact. When the build
+ * targets F16C (-march=native on x86-64) the exported functions use the
+ * hardware instructions, which implement the same rounding; the software
+ * versions stay available as df__f32_to_f16_soft/df__f16_to_f32_soft.
  */
 #include "df.h"
 
 #include <string.h>
+#if defined(__F16C__)
+#include <immintrin.h>
+#endif
 
 typedef struct {
     size_t size;
@@ -55,7 +61,13 @@ int df_dtype_parse(const char *s, df_dtype_t *out)
     return DF_EINVAL;
 }
 
-uint16_t df_f32_to_f16(float f)
+/* Software conversions (always compiled; the exported functions use the
+ * F16C instructions when the build targets them, which round the same way:
+ * the tests compare both against independent references). */
+uint16_t df__f32_to_f16_soft(float f);
+float df__f16_to_f32_soft(uint16_t h);
+
+uint16_t df__f32_to_f16_soft(float f)
 {
     uint32_t x;
     memcpy(&x, &f, 4);
@@ -87,7 +99,7 @@ uint16_t df_f32_to_f16(float f)
     return (uint16_t)(sign | h);
 }
 
-float df_f16_to_f32(uint16_t h)
+float df__f16_to_f32_soft(uint16_t h)
 {
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
     uint32_t exp = (h >> 10) & 0x1fu;
@@ -102,14 +114,32 @@ float df_f16_to_f32(uint16_t h)
             man &= 0x3ffu;
             x = sign | ((uint32_t)(127 - 15 - e) << 23) | (man << 13);
         }
-    } else if (exp == 0x1f) {
-        x = sign | 0x7f800000u | (man << 13);
+    } else if (exp == 0x1f) { /* inf, or NaN made quiet as IEEE requires */
+        x = sign | 0x7f800000u | (man << 13) | (man ? 0x400000u : 0);
     } else {
         x = sign | ((exp - 15 + 127) << 23) | (man << 13);
     }
     float f;
     memcpy(&f, &x, 4);
     return f;
+}
+
+uint16_t df_f32_to_f16(float f)
+{
+#if defined(__F16C__)
+    return (uint16_t)_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT);
+#else
+    return df__f32_to_f16_soft(f);
+#endif
+}
+
+float df_f16_to_f32(uint16_t h)
+{
+#if defined(__F16C__)
+    return _cvtsh_ss(h);
+#else
+    return df__f16_to_f32_soft(h);
+#endif
 }
 
 int64_t df_tensor_numel(const df_tensor_t *t)

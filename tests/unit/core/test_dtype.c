@@ -12,6 +12,24 @@
 #include <stdint.h>
 #include <string.h>
 
+/* core/dtype.c: the software conversions behind the exported ones (which
+ * use F16C when the build targets it). Both are tested. */
+uint16_t df__f32_to_f16_soft(float f);
+float df__f16_to_f32_soft(uint16_t h);
+
+typedef struct {
+    const char *name;
+    uint16_t (*to16)(float);
+    float (*to32)(uint16_t);
+} impl_t;
+static const impl_t impls[2] = {
+    {"exported", df_f32_to_f16, df_f16_to_f32},
+    {"software", df__f32_to_f16_soft, df__f16_to_f32_soft},
+};
+#define df_f32_to_f16 (im->to16)
+#define df_f16_to_f32 (im->to32)
+#define FOR_IMPLS for (const impl_t *im = impls; im < impls + 2; im++)
+
 static float bits_f(uint32_t x) { float f; memcpy(&f, &x, 4); return f; }
 static uint32_t f_bits(float f) { uint32_t x; memcpy(&x, &f, 4); return x; }
 
@@ -59,32 +77,36 @@ static void test_table(void)
 
 static void test_f16_to_f32_exhaustive(void)
 {
-    int bad = 0;
-    for (uint32_t h = 0; h < 65536; h++) {
-        float f = df_f16_to_f32((uint16_t)h);
-        double ref = f16_formula((uint16_t)h);
-        if (isnan(ref)) {
-            if (!isnan(f)) bad++;
-        } else if ((double)f != ref || !signbit(f) != !signbit(ref)) {
-            bad++;
+    FOR_IMPLS {
+        int bad = 0;
+        for (uint32_t h = 0; h < 65536; h++) {
+            float f = df_f16_to_f32((uint16_t)h);
+            double ref = f16_formula((uint16_t)h);
+            if (isnan(ref)) {
+                if (!isnan(f)) bad++;
+            } else if ((double)f != ref || !signbit(f) != !signbit(ref)) {
+                bad++;
+            }
         }
+        DF_CHECK_MSG(bad == 0, "%s: %d mismatches", im->name, bad);
     }
-    DF_CHECK_MSG(bad == 0, "%d mismatches", bad);
 }
 
 static void test_roundtrip_exhaustive(void)
 {
-    int bad = 0;
-    for (uint32_t h = 0; h < 65536; h++) {
-        int is_nan = ((h & 0x7c00) == 0x7c00) && (h & 0x3ff);
-        uint16_t back = df_f32_to_f16(df_f16_to_f32((uint16_t)h));
-        if (is_nan) {
-            if ((back & 0x7c00) != 0x7c00 || !(back & 0x3ff)) bad++;
-        } else if (back != h) {
-            bad++;
+    FOR_IMPLS {
+        int bad = 0;
+        for (uint32_t h = 0; h < 65536; h++) {
+            int is_nan = ((h & 0x7c00) == 0x7c00) && (h & 0x3ff);
+            uint16_t back = df_f32_to_f16(df_f16_to_f32((uint16_t)h));
+            if (is_nan) {
+                if ((back & 0x7c00) != 0x7c00 || !(back & 0x3ff)) bad++;
+            } else if (back != h) {
+                bad++;
+            }
         }
+        DF_CHECK_MSG(bad == 0, "%s: %d values do not survive f16->f32->f16", im->name, bad);
     }
-    DF_CHECK_MSG(bad == 0, "%d values do not survive f16->f32->f16", bad);
 }
 
 /* Nearest f16 by search over the positive table, ties to even; the value
@@ -121,76 +143,98 @@ static uint32_t rnd(void)
 
 static void test_f32_to_f16_vs_references(void)
 {
-    int bad_search = 0, bad_cc = 0;
-    /* random bit patterns plus values concentrated in the f16 range */
-    for (int i = 0; i < 400000; i++) {
-        uint32_t x = rnd();
-        if (i & 1) x = (x & 0x807fffffu) | ((100u + (x >> 24) % 60u) << 23);
-        float f = bits_f(x);
-        if (isnan(f)) continue;
-        uint16_t got = df_f32_to_f16(f);
-        if (got != ref_nearest(f)) bad_search++;
+    FOR_IMPLS {
+        int bad_search = 0, bad_cc = 0;
+        /* random bit patterns plus values concentrated in the f16 range */
+        for (int i = 0; i < 400000; i++) {
+            uint32_t x = rnd();
+            if (i & 1) x = (x & 0x807fffffu) | ((100u + (x >> 24) % 60u) << 23);
+            float f = bits_f(x);
+            if (isnan(f)) continue;
+            uint16_t got = df_f32_to_f16(f);
+            if (got != ref_nearest(f)) bad_search++;
 #if defined(__FLT16_MAX__)
-        _Float16 c = (_Float16)f;
-        uint16_t cb;
-        memcpy(&cb, &c, 2);
-        if (got != cb) bad_cc++;
+            _Float16 c = (_Float16)f;
+            uint16_t cb;
+            memcpy(&cb, &c, 2);
+            if (got != cb) bad_cc++;
 #endif
+        }
+        DF_CHECK_MSG(bad_search == 0, "%s: %d mismatches vs nearest search", im->name, bad_search);
+        DF_CHECK_MSG(bad_cc == 0, "%s: %d mismatches vs _Float16", im->name, bad_cc);
     }
-    DF_CHECK_MSG(bad_search == 0, "%d mismatches vs nearest search", bad_search);
-    DF_CHECK_MSG(bad_cc == 0, "%d mismatches vs _Float16", bad_cc);
 }
 
 /* Every midpoint between consecutive f16 values is a tie: it must go to the
  * even neighbour; one f32 ulp either side must go to the nearer one. */
 static void test_ties_to_even(void)
 {
-    int bad = 0;
-    for (uint16_t h = 0; h < 0x7bff; h++) {
-        double a = f16_formula(h), b = f16_formula((uint16_t)(h + 1));
-        float mid = (float)((a + b) / 2); /* exact: 12 significant bits */
-        DF_CHECK((double)mid == (a + b) / 2);
-        uint16_t even = (h & 1) ? (uint16_t)(h + 1) : h;
-        if (df_f32_to_f16(mid) != even) bad++;
-        if (df_f32_to_f16(-mid) != (0x8000 | even)) bad++;
-        if (df_f32_to_f16(nextafterf(mid, 0)) != h) bad++;
-        if (df_f32_to_f16(nextafterf(mid, INFINITY)) != h + 1) bad++;
+    FOR_IMPLS {
+        int bad = 0;
+        for (uint16_t h = 0; h < 0x7bff; h++) {
+            double a = f16_formula(h), b = f16_formula((uint16_t)(h + 1));
+            float mid = (float)((a + b) / 2); /* exact: 12 significant bits */
+            DF_CHECK((double)mid == (a + b) / 2);
+            uint16_t even = (h & 1) ? (uint16_t)(h + 1) : h;
+            if (df_f32_to_f16(mid) != even) bad++;
+            if (df_f32_to_f16(-mid) != (0x8000 | even)) bad++;
+            if (df_f32_to_f16(nextafterf(mid, 0)) != h) bad++;
+            if (df_f32_to_f16(nextafterf(mid, INFINITY)) != h + 1) bad++;
+        }
+        DF_CHECK_MSG(bad == 0, "%s: %d tie cases wrong", im->name, bad);
     }
-    DF_CHECK_MSG(bad == 0, "%d tie cases wrong", bad);
 }
 
 static void test_specials(void)
 {
-    DF_CHECK(df_f32_to_f16(0.0f) == 0x0000);
-    DF_CHECK(df_f32_to_f16(-0.0f) == 0x8000);
-    DF_CHECK(df_f32_to_f16(1.0f) == 0x3c00);
-    DF_CHECK(df_f32_to_f16(-2.0f) == 0xc000);
-    DF_CHECK(df_f32_to_f16(65504.0f) == 0x7bff);
-    DF_CHECK(df_f32_to_f16(65519.996f) == 0x7bff); /* below the tie */
-    DF_CHECK(df_f32_to_f16(65520.0f) == 0x7c00);   /* tie -> even = inf */
-    DF_CHECK(df_f32_to_f16(1e10f) == 0x7c00);
-    DF_CHECK(df_f32_to_f16(-1e10f) == 0xfc00);
-    DF_CHECK(df_f32_to_f16(INFINITY) == 0x7c00);
-    DF_CHECK(df_f32_to_f16(-INFINITY) == 0xfc00);
-    uint16_t n = df_f32_to_f16(NAN);
-    DF_CHECK((n & 0x7c00) == 0x7c00 && (n & 0x3ff) != 0);
-    /* a NaN whose payload lives only in the low bits must stay NaN */
-    n = df_f32_to_f16(bits_f(0x7f800001u));
-    DF_CHECK((n & 0x7c00) == 0x7c00 && (n & 0x3ff) != 0);
-    /* subnormals */
-    DF_CHECK(df_f32_to_f16(ldexpf(1, -24)) == 0x0001);   /* smallest */
-    DF_CHECK(df_f32_to_f16(ldexpf(1, -25)) == 0x0000);   /* tie -> 0 */
-    DF_CHECK(df_f32_to_f16(ldexpf(1.5f, -25)) == 0x0001);
-    DF_CHECK(df_f32_to_f16(ldexpf(3, -25)) == 0x0002);   /* 1.5 ulp tie -> 2 */
-    DF_CHECK(df_f32_to_f16(ldexpf(1023, -24)) == 0x03ff); /* largest subnormal */
-    DF_CHECK(df_f32_to_f16(ldexpf(1, -14)) == 0x0400);    /* smallest normal */
-    DF_CHECK(df_f32_to_f16(ldexpf(2047, -25)) == 0x0400); /* rounds up into normal */
-    DF_CHECK(df_f32_to_f16(bits_f(1)) == 0x0000);         /* f32 subnormal */
-    DF_CHECK(df_f16_to_f32(0x0001) == ldexpf(1, -24));
-    DF_CHECK(df_f16_to_f32(0x7c00) == INFINITY);
-    DF_CHECK(df_f16_to_f32(0xfc00) == -INFINITY);
-    DF_CHECK(isnan(df_f16_to_f32(0x7e00)));
-    DF_CHECK(f_bits(df_f16_to_f32(0x8000)) == 0x80000000u);
+    FOR_IMPLS {
+        DF_CHECK(df_f32_to_f16(0.0f) == 0x0000);
+        DF_CHECK(df_f32_to_f16(-0.0f) == 0x8000);
+        DF_CHECK(df_f32_to_f16(1.0f) == 0x3c00);
+        DF_CHECK(df_f32_to_f16(-2.0f) == 0xc000);
+        DF_CHECK(df_f32_to_f16(65504.0f) == 0x7bff);
+        DF_CHECK(df_f32_to_f16(65519.996f) == 0x7bff); /* below the tie */
+        DF_CHECK(df_f32_to_f16(65520.0f) == 0x7c00);   /* tie -> even = inf */
+        DF_CHECK(df_f32_to_f16(1e10f) == 0x7c00);
+        DF_CHECK(df_f32_to_f16(-1e10f) == 0xfc00);
+        DF_CHECK(df_f32_to_f16(INFINITY) == 0x7c00);
+        DF_CHECK(df_f32_to_f16(-INFINITY) == 0xfc00);
+        uint16_t n = df_f32_to_f16(NAN);
+        DF_CHECK((n & 0x7c00) == 0x7c00 && (n & 0x3ff) != 0);
+        /* a NaN whose payload lives only in the low bits must stay NaN */
+        n = df_f32_to_f16(bits_f(0x7f800001u));
+        DF_CHECK((n & 0x7c00) == 0x7c00 && (n & 0x3ff) != 0);
+        /* subnormals */
+        DF_CHECK(df_f32_to_f16(ldexpf(1, -24)) == 0x0001);   /* smallest */
+        DF_CHECK(df_f32_to_f16(ldexpf(1, -25)) == 0x0000);   /* tie -> 0 */
+        DF_CHECK(df_f32_to_f16(ldexpf(1.5f, -25)) == 0x0001);
+        DF_CHECK(df_f32_to_f16(ldexpf(3, -25)) == 0x0002);   /* 1.5 ulp tie -> 2 */
+        DF_CHECK(df_f32_to_f16(ldexpf(1023, -24)) == 0x03ff); /* largest subnormal */
+        DF_CHECK(df_f32_to_f16(ldexpf(1, -14)) == 0x0400);    /* smallest normal */
+        DF_CHECK(df_f32_to_f16(ldexpf(2047, -25)) == 0x0400); /* rounds up into normal */
+        DF_CHECK(df_f32_to_f16(bits_f(1)) == 0x0000);         /* f32 subnormal */
+        DF_CHECK(df_f16_to_f32(0x0001) == ldexpf(1, -24));
+        DF_CHECK(df_f16_to_f32(0x7c00) == INFINITY);
+        DF_CHECK(df_f16_to_f32(0xfc00) == -INFINITY);
+        DF_CHECK(isnan(df_f16_to_f32(0x7e00)));
+        DF_CHECK(f_bits(df_f16_to_f32(0x8000)) == 0x80000000u);
+    }
+}
+
+/* NaN payloads: the hardware and software paths produce the same bits. */
+static void test_nan_agree(void)
+{
+    int bad = 0;
+    for (uint32_t m = 1; m < (1u << 23); m += 997) {
+        float f = bits_f(0x7f800000u | m), g = bits_f(0xff800000u | m);
+        if (impls[0].to16(f) != impls[1].to16(f)) bad++;
+        if (impls[0].to16(g) != impls[1].to16(g)) bad++;
+    }
+    for (uint32_t h = 0x7c01; h < 0x8000; h++) {
+        float a = impls[0].to32((uint16_t)h), b = impls[1].to32((uint16_t)h);
+        if (f_bits(a) != f_bits(b)) bad++;
+    }
+    DF_CHECK_MSG(bad == 0, "%d NaN conversions differ", bad);
 }
 
 static void test_limits_default(void)
@@ -230,6 +274,7 @@ int main(void)
     DF_RUN(test_f32_to_f16_vs_references);
     DF_RUN(test_ties_to_even);
     DF_RUN(test_specials);
+    DF_RUN(test_nan_agree);
     DF_RUN(test_limits_default);
     DF_RUN(test_errors);
     return dftest_exit();
