@@ -136,7 +136,7 @@ function frameCamera(box) {
   const up = new THREE.Vector3(); up.setComponent(axes[1], 1);
   dir.add(up.clone().multiplyScalar(0.35)).add(new THREE.Vector3().setComponent(axes[2], 0.35)).normalize();
   camera.up.copy(up);
-  camera.position.copy(c).addScaledVector(dir, r * 2.6);
+  camera.position.copy(c).addScaledVector(dir, r * 3.0);
   camera.near = r / 100; camera.far = r * 100;
   camera.updateProjectionMatrix();
   controls.target.copy(c);
@@ -267,6 +267,17 @@ $('character').addEventListener('change', () => select($('character').value).cat
 $('skinning').addEventListener('change', () => requestFrame());
 $('encoding').addEventListener('change', () => requestFrame());
 
+// reflect st in the controls (after scripted changes)
+function syncUI() {
+  $('clip').value = st.clip;
+  const c = currentClip();
+  $('time').value = c && clipDuration(c) > 0 ? st.time / clipDuration(c) : 0;
+  $('morphs').querySelectorAll('.slider').forEach((d, i) => {
+    d.querySelector('input').value = st.weights[i];
+    d.querySelector('span').textContent = st.weights[i].toFixed(2);
+  });
+}
+
 // ------------------------------------------------------------ scripting API
 window.viewer = {
   client,
@@ -277,6 +288,7 @@ window.viewer = {
     if (o.clip !== undefined) st.clip = o.clip;
     if (o.time !== undefined) st.time = o.time;
     if (o.weights && st.weights) st.weights.set(o.weights);
+    syncUI();
     await requestFrame();
     return st.frames;
   },

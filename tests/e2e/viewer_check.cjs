@@ -51,15 +51,17 @@ function changedFraction(a, b) {
 
 (async () => {
   const userDir = fs.mkdtempSync(path.join(require('os').tmpdir(), 'df-chromium-'));
-  const browser = await chromium.launch({
+  // a fresh --user-data-dir (playwright passes it from the first argument)
+  const browser = await chromium.launchPersistentContext(userDir, {
     executablePath: '/usr/bin/chromium',
     headless: true,
+    viewport: { width: 960, height: 640 },
     args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
       '--disable-background-networking', '--disable-component-update', '--disable-sync',
-      '--use-angle=swiftshader', '--enable-unsafe-swiftshader', `--user-data-dir=${userDir}`],
+      '--use-angle=swiftshader', '--enable-unsafe-swiftshader'],
   });
   try {
-    const page = await browser.newPage({ viewport: { width: 960, height: 640 } });
+    const page = await browser.newPage();
     const errors = [];
     page.on('pageerror', (e) => errors.push(String(e)));
     page.on('console', (m) => { if (m.type() === 'error') errors.push(m.text()); });
@@ -72,7 +74,7 @@ function changedFraction(a, b) {
 
     // pick a character through the UI, as a user would
     await page.selectOption('#character', 'wuson');
-    await page.waitForFunction(() => window.viewer.state.name === 'wuson' && window.viewer.state.frames > 0 && !window.viewer.state.inflight, null, { timeout: 30000 });
+    await page.waitForFunction(() => window.viewer.state.shown === 'wuson', null, { timeout: 30000 });
     const clips = await page.$$eval('#clip option', (os) => os.map((o) => o.value));
     check('viewer-shows-clips', clips.includes('Wuson_Walk'), JSON.stringify(clips));
 
@@ -91,7 +93,7 @@ function changedFraction(a, b) {
 
     // the morph cube with its sliders
     await page.selectOption('#character', 'morphcube');
-    await page.waitForFunction(() => window.viewer.state.name === 'morphcube' && window.viewer.state.frames > 2 && !window.viewer.state.inflight, null, { timeout: 30000 });
+    await page.waitForFunction(() => window.viewer.state.shown === 'morphcube', null, { timeout: 30000 });
     const c0 = await canvasStats(page);
     await page.evaluate(() => window.viewer.show({ clip: '', weights: [1.0, 0.0] }));
     const c1 = await canvasStats(page);

@@ -36,6 +36,9 @@ class HttpClient:
         self.timeout = timeout
         self.token = token
         self._conn = None
+        # JSON header of the last infer answer (model_version, queue_us,
+        # compute_us, each output's parameters such as int16 scale/offset)
+        self.last_response = None
 
     # ------------------------------------------------------------ plumbing
     def close(self):
@@ -95,14 +98,20 @@ class HttpClient:
         return status == 200
 
     def list(self):
-        """Servable names (characters, and models without characters)."""
+        """Servable names: the characters of every ready model (a model
+        without declared characters is served under its own name)."""
         idx = self._json("GET", "/v2/repository/index")
         names = []
         for e in idx if isinstance(idx, list) else idx.get("models", []):
             if isinstance(e, str):
                 names.append(e)
-            elif isinstance(e, dict) and "name" in e:
-                names.append(e["name"])
+            elif isinstance(e, dict):
+                if e.get("state", "READY") != "READY":
+                    continue
+                chars = e.get("characters") or []
+                names.extend(c if isinstance(c, str) else c["name"] for c in chars)
+                if not chars and "name" in e:
+                    names.append(e["name"])
         return names
 
     def index(self):
@@ -172,7 +181,9 @@ class HttpClient:
         status, rh, data = self._request("POST", path, body, hdrs)
         if status >= 400:
             raise _error(status, data)
-        return parse_infer_response(data, rh.get("inference-header-content-length"))
+        hl = rh.get("inference-header-content-length")
+        self.last_response = json.loads(data[:int(hl) if hl is not None else len(data)].decode())
+        return parse_infer_response(data, hl)
 
 
 def parse_infer_response(data, header_len=None):
