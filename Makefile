@@ -154,6 +154,12 @@ bench: bench-core
 bench-core: all $(BENCH_BINS)
 	@bench/run_core.sh
 
+# Skinning decomposition: time and ERMS per iteration, weights vs transforms
+# step, 1 and 2 threads (docs/decompose.md).
+.PHONY: bench-decompose
+bench-decompose: all
+	@BIN=$(BIN) bench/bench_decompose.sh
+
 # Fuzzing (libFuzzer; needs clang): `make fuzz [FUZZ_SECONDS=60]` builds
 # every fuzz/fuzz_*.c against core/ and proto/ compiled with
 # -fsanitize=fuzzer-no-link,address,undefined and runs each for FUZZ_SECONDS

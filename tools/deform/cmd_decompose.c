@@ -4,7 +4,10 @@
  *   deform decompose INPUT --bones B --repository DIR --name NAME
  *       [--max-influences K] [--iters N] [--threads T] [--clip NAME]
  *       [--fps R] [--frames a:b] [--tol X] [--no-weld] [--weld-tol X]
- *       [--model-rest] [--metrics-json FILE] [--quiet]
+ *       [--model-rest] [--metrics-json FILE] [--save-sequence FILE] [--quiet]
+ *
+ * --save-sequence writes the sequence as read (after --frames) in the raw
+ * format below, e.g. to bake an asset once or to make a welded copy.
  *
  * INPUT is one of
  *  - a raw sequence: a .safetensors file with `frames` F32 [F,N,3] and
@@ -58,7 +61,8 @@ static int usage(void)
             "usage: deform decompose INPUT --bones B --repository DIR --name NAME\n"
             "         [--max-influences K(6)] [--iters N(30)] [--threads T(1)] [--clip NAME]\n"
             "         [--fps R] [--frames a:b] [--tol X] [--no-weld] [--weld-tol X]\n"
-            "         [--model-rest] [--metrics-json FILE] [--quiet]\n"
+            "         [--model-rest] [--metrics-json FILE] [--save-sequence RAW.safetensors]\n"
+            "         [--quiet]\n"
             "  INPUT: raw .safetensors (frames [F,N,3] F32, triangles [T,3] I32), a model\n"
             "         (REPO/NAME or model .safetensors), an .md2, a directory of per-frame\n"
             "         meshes (e.g. OBJ), or any asset deform import reads\n");
@@ -425,7 +429,7 @@ static void progress(void *user, const df_decompose_progress_t *p)
 int cmd_decompose(int argc, char **argv)
 {
     const char *input = NULL, *repo = NULL, *name = NULL, *clip = NULL, *mjson = NULL,
-               *frames_arg = NULL;
+               *frames_arg = NULL, *save_seq = NULL;
     df_decompose_opts_t o;
     df_decompose_opts_default(&o);
     int threads = 1, quiet = 0, model_rest = 0;
@@ -449,6 +453,7 @@ int cmd_decompose(int argc, char **argv)
         else if (!strcmp(a, "--repository") && more) repo = argv[++i];
         else if (!strcmp(a, "--name") && more) name = argv[++i];
         else if (!strcmp(a, "--metrics-json") && more) mjson = argv[++i];
+        else if (!strcmp(a, "--save-sequence") && more) save_seq = argv[++i];
         else if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(); return 0; }
         else if (a[0] == '-' && a[1]) { fprintf(stderr, "deform decompose: unknown option '%s'\n", a); return usage(); }
         else if (!input) input = a;
@@ -534,6 +539,26 @@ int cmd_decompose(int argc, char **argv)
                         "<= %d influences, %d thread(s)\n", s.source, (long long)s.F,
                 (long long)s.N, (long long)s.T, o.n_bones, o.max_influences, threads);
 
+    if (save_seq) { /* the sequence as read, in the documented raw format */
+        df_st_writer_t *w = df_st_writer_new();
+        int32_t *ti = malloc(sizeof(int32_t) * (s.T * 3 + 1));
+        rc = w && ti ? DF_OK : DF_ENOMEM;
+        for (int64_t q = 0; q < 3 * s.T && ti; q++) ti[q] = (int32_t)s.tris[q];
+        int64_t fs[3] = {s.F, s.N, 3}, ts[2] = {s.T, 3}, ms[1] = {s.F};
+        if (!rc) rc = df_st_writer_add(w, "frames", DF_DT_F32, 3, fs, s.frames);
+        if (!rc) rc = df_st_writer_add(w, "triangles", DF_DT_I32, 2, ts, ti);
+        if (!rc) rc = df_st_writer_add(w, "times", DF_DT_F32, 1, ms, s.times);
+        if (!rc && s.rest) rc = df_st_writer_add(w, "rest", DF_DT_F32, 2, (int64_t[]){s.N, 3}, s.rest);
+        if (!rc) rc = df_st_writer_save(w, save_seq, &err);
+        else df_error_set(&err, rc, "%s: cannot build the sequence file", save_seq);
+        df_st_writer_free(&w);
+        free(ti);
+        if (rc) {
+            fprintf(stderr, "deform decompose: %s\n", err.msg);
+            seq_free(&s);
+            return 1;
+        }
+    }
     pool_t pool = {threads};
     openblas_set_num_threads(threads);
     if (threads > 1) {
