@@ -255,50 +255,88 @@ static inline __m256 hi256(__m512 x) /* AVX512F only (no DQ needed) */
     return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1));
 }
 
-static void lbs_avx512(const df__skin_t *s, const float *mats, const float *pos,
-                       const float *nrm, float *out_pos, float *out_nrm)
+/* One block with a compile-time slot count (the switch below instantiates
+ * kb = 1..8 so the influence loop is fully unrolled). */
+static inline __attribute__((always_inline)) void
+block512(const int kb, int cnt, int64_t v0, int64_t n, const int32_t *J,
+         const float *W, const float *mats, const float *pos, const float *nrm,
+         float *out_pos, float *out_nrm)
 {
     const __m512i ib = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2,
                                          3, 3, 3, 3);
-    const __m128 one3 = _mm_setr_ps(0, 0, 0, 1.0f);
-    const __m128 tiny = _mm_set1_ps(1e-30f);
-    const __m128 half = _mm_set1_ps(0.5f), three = _mm_set1_ps(3.0f);
+    const __m512 one5 = _mm512_set1_ps(1.0f);
+    float tmp[4 * DF__SKIN_BLOCK] __attribute__((aligned(64)));
+    if (out_nrm && cnt < DF__SKIN_BLOCK) memset(tmp, 0, sizeof tmp);
+    for (int i = 0; i < cnt; i++, J += kb, W += kb) {
+        int64_t v = v0 + i;
+        __m512 m = _mm512_mul_ps(_mm512_set1_ps(W[0]),
+                                 _mm512_load_ps(mats + 16 * (size_t)J[0]));
+        for (int q = 1; q < kb; q++)
+            m = _mm512_fmadd_ps(_mm512_set1_ps(W[q]),
+                                _mm512_load_ps(mats + 16 * (size_t)J[q]), m);
+        /* (x x x x y y y y z z z z 1 1 1 1): the masked permute puts the
+         * 1s in the translation quarter (no blend needed) */
+        __m512 r = _mm512_mul_ps(
+            m, _mm512_mask_permutexvar_ps(
+                   one5, 0x0FFF, ib,
+                   _mm512_castps128_ps512(_mm_loadu_ps(pos + 3 * v))));
+        __m256 r2 = _mm256_add_ps(_mm512_castps512_ps256(r), hi256(r));
+        __m128 rp = _mm_add_ps(_mm256_castps256_ps128(r2),
+                               _mm256_extractf128_ps(r2, 1));
+        store3(out_pos + 3 * v, rp, v == n - 1);
+        if (out_nrm) {
+            __m512 rn = _mm512_mul_ps(
+                m, _mm512_maskz_permutexvar_ps(
+                       0x0FFF, ib,
+                       _mm512_castps128_ps512(_mm_loadu_ps(nrm + 3 * v))));
+            __m256 n2 = _mm256_add_ps(_mm512_castps512_ps256(rn), hi256(rn));
+            _mm_store_ps(tmp + 4 * i,
+                         _mm_add_ps(_mm256_castps256_ps128(n2),
+                                    _mm256_extractf128_ps(n2, 1)));
+        }
+    }
+    if (!out_nrm) return;
+    /* Normalise the block's normals 4 at a time: each 128-bit lane holds
+     * one (x y z 0); in-lane shuffles give |n|^2 per lane, 1/sqrt is the
+     * 14-bit estimate + one Newton step; compress drops the 4th lanes and
+     * a masked store writes exactly 3 floats per vertex. */
+    const __m512 tiny5 = _mm512_set1_ps(1e-30f), half5 = _mm512_set1_ps(0.5f),
+                 three5 = _mm512_set1_ps(3.0f);
+    for (int g = 0; g < cnt; g += 4) {
+        __m512 z = _mm512_load_ps(tmp + 4 * g);
+        __m512 sq = _mm512_mul_ps(z, z);
+        sq = _mm512_add_ps(sq, _mm512_permute_ps(sq, 0xB1)); /* 1 0 3 2 */
+        sq = _mm512_add_ps(sq, _mm512_permute_ps(sq, 0x4E)); /* 2 3 0 1 */
+        sq = _mm512_max_ps(sq, tiny5);
+        __m512 y = _mm512_rsqrt14_ps(sq);
+        y = _mm512_mul_ps(_mm512_mul_ps(half5, y),
+                          _mm512_fnmadd_ps(_mm512_mul_ps(sq, y), y, three5));
+        __m512 o = _mm512_maskz_compress_ps(0x7777, _mm512_mul_ps(z, y));
+        int c = cnt - g < 4 ? cnt - g : 4;
+        _mm512_mask_storeu_ps(out_nrm + 3 * (v0 + g),
+                              (__mmask16)((1u << (3 * c)) - 1), o);
+    }
+}
+
+static void lbs_avx512(const df__skin_t *s, const float *mats, const float *pos,
+                       const float *nrm, float *out_pos, float *out_nrm)
+{
     const int64_t n = s->n;
     for (int64_t b = 0; b < s->nblocks; b++) {
-        const int kb = s->kb[b];
         const int32_t *J = s->joints + s->off[b];
         const float *W = s->weights + s->off[b];
         int64_t v0 = b * DF__SKIN_BLOCK;
         int cnt = (int)(n - v0 < DF__SKIN_BLOCK ? n - v0 : DF__SKIN_BLOCK);
-        for (int i = 0; i < cnt; i++, J += kb, W += kb) {
-            int64_t v = v0 + i;
-            __m512 m = _mm512_mul_ps(_mm512_set1_ps(W[0]),
-                                     _mm512_load_ps(mats + 16 * (size_t)J[0]));
-            for (int q = 1; q < kb; q++)
-                m = _mm512_fmadd_ps(_mm512_set1_ps(W[q]),
-                                    _mm512_load_ps(mats + 16 * (size_t)J[q]),
-                                    m);
-            __m128 p = _mm_blend_ps(_mm_loadu_ps(pos + 3 * v), one3, 0x8);
-            __m512 r = _mm512_mul_ps(
-                m, _mm512_permutexvar_ps(ib, _mm512_castps128_ps512(p)));
-            __m256 r2 = _mm256_add_ps(_mm512_castps512_ps256(r),
-                                      hi256(r));
-            __m128 rp = _mm_add_ps(_mm256_castps256_ps128(r2),
-                                   _mm256_extractf128_ps(r2, 1));
-            store3(out_pos + 3 * v, rp, v == n - 1);
-            if (out_nrm) {
-                __m128 nv = _mm_blend_ps(_mm_loadu_ps(nrm + 3 * v),
-                                         _mm_setzero_ps(), 0x8);
-                __m512 rn = _mm512_mul_ps(
-                    m, _mm512_permutexvar_ps(ib, _mm512_castps128_ps512(nv)));
-                __m256 n2 = _mm256_add_ps(_mm512_castps512_ps256(rn),
-                                          hi256(rn));
-                __m128 o = _mm_add_ps(_mm256_castps256_ps128(n2),
-                                      _mm256_extractf128_ps(n2, 1));
-                store3(out_nrm + 3 * v, unit(o, tiny, half, three),
-                       v == n - 1);
-            }
+#define DF__KB(k)                                                          \
+    case k:                                                                \
+        block512(k, cnt, v0, n, J, W, mats, pos, nrm, out_pos, out_nrm);   \
+        break;
+        switch (s->kb[b]) {
+            DF__KB(1) DF__KB(2) DF__KB(3) DF__KB(4)
+            DF__KB(5) DF__KB(6) DF__KB(7) DF__KB(8)
+        default: DF_ASSERT(!"slot count out of range");
         }
+#undef DF__KB
     }
 }
 #endif
@@ -351,7 +389,7 @@ void df__skin_dqs(const df__skin_t *s, const float *dq, const float *lin,
                   float *out_nrm)
 {
     for (int64_t b = 0; b < s->nblocks; b++) {
-        int kb = s->kb[b];
+        const int kb = s->kb[b];
         const int32_t *J = s->joints + s->off[b];
         const float *W = s->weights + s->off[b];
         for (int i = 0; i < DF__SKIN_BLOCK; i++) {
@@ -366,7 +404,7 @@ void df__skin_dqs(const df__skin_t *s, const float *dq, const float *lin,
                 nn[1] = nrm[3 * v + 1];
                 nn[2] = nrm[3 * v + 2];
             }
-            if (lin) { /* phase 1: blended scale/shear */
+            if (lin) { /* phase 1: blended scale/shear (skin-matrix layout) */
                 float m[12] = {0};
                 for (int q = 0; q < kb; q++) {
                     const float *l = lin + 16 * (size_t)jv[q];
@@ -380,7 +418,8 @@ void df__skin_dqs(const df__skin_t *s, const float *dq, const float *lin,
                 memcpy(p, t, sizeof p);
                 memcpy(nn, u, sizeof nn);
             }
-            /* phase 2: blend dual quaternions, sign relative to the first */
+            /* phase 2: blend dual quaternions; sign relative to the first
+             * (= heaviest) influence so all lie in one hemisphere */
             const float *d0 = dq + 8 * (size_t)jv[0];
             float bl[8];
             for (int e = 0; e < 8; e++) bl[e] = wv[0] * d0[e];
@@ -391,33 +430,33 @@ void df__skin_dqs(const df__skin_t *s, const float *dq, const float *lin,
                 float w = dot < 0 ? -wv[q] : wv[q];
                 for (int e = 0; e < 8; e++) bl[e] += w * dk[e];
             }
-            float l2 = bl[0] * bl[0] + bl[1] * bl[1] + bl[2] * bl[2] +
-                       bl[3] * bl[3];
-            float inv = 1.0f / sqrtf(l2 > 1e-30f ? l2 : 1e-30f);
-            float r[4], d[4];
-            for (int e = 0; e < 4; e++) {
-                r[e] = bl[e] * inv;
-                d[e] = bl[4 + e] * inv;
-            }
-            /* t = 2 (r.w d.v - d.w r.v + r.v x d.v) */
-            float tx = 2.0f * (r[3] * d[0] - d[3] * r[0] + r[1] * d[2] -
-                               r[2] * d[1]);
-            float ty = 2.0f * (r[3] * d[1] - d[3] * r[1] + r[2] * d[0] -
-                               r[0] * d[2]);
-            float tz = 2.0f * (r[3] * d[2] - d[3] * r[2] + r[0] * d[1] -
-                               r[1] * d[0]);
-            float o[3];
-            df_quat_rotate(r, p, o);
-            out_pos[3 * v] = o[0] + tx;
-            out_pos[3 * v + 1] = o[1] + ty;
-            out_pos[3 * v + 2] = o[2] + tz;
+            /* blended DQ (r, d) -> [R|t] without normalising first:
+             * R = rotation of r / |r|, t = 2 (r.w d.v - d.w r.v + r.v x d.v)
+             * / |r|^2 */
+            float x = bl[0], y = bl[1], z = bl[2], w = bl[3];
+            float n2 = x * x + y * y + z * z + w * w;
+            float is = 1.0f / (n2 > 1e-30f ? n2 : 1e-30f), s2 = 2.0f * is;
+            float R0 = 1 - s2 * (y * y + z * z), R1 = s2 * (x * y - z * w),
+                  R2 = s2 * (x * z + y * w), R3 = s2 * (x * y + z * w),
+                  R4 = 1 - s2 * (x * x + z * z), R5 = s2 * (y * z - x * w),
+                  R6 = s2 * (x * z - y * w), R7 = s2 * (y * z + x * w),
+                  R8 = 1 - s2 * (x * x + y * y);
+            float dx = bl[4], dy = bl[5], dz = bl[6], dw = bl[7];
+            float tx = s2 * (w * dx - dw * x + y * dz - z * dy);
+            float ty = s2 * (w * dy - dw * y + z * dx - x * dz);
+            float tz = s2 * (w * dz - dw * z + x * dy - y * dx);
+            out_pos[3 * v] = R0 * p[0] + R1 * p[1] + R2 * p[2] + tx;
+            out_pos[3 * v + 1] = R3 * p[0] + R4 * p[1] + R5 * p[2] + ty;
+            out_pos[3 * v + 2] = R6 * p[0] + R7 * p[1] + R8 * p[2] + tz;
             if (out_nrm) {
-                df_quat_rotate(r, nn, o);
-                float nl = o[0] * o[0] + o[1] * o[1] + o[2] * o[2];
+                float o0 = R0 * nn[0] + R1 * nn[1] + R2 * nn[2];
+                float o1 = R3 * nn[0] + R4 * nn[1] + R5 * nn[2];
+                float o2 = R6 * nn[0] + R7 * nn[1] + R8 * nn[2];
+                float nl = o0 * o0 + o1 * o1 + o2 * o2;
                 float ni = 1.0f / sqrtf(nl > 1e-30f ? nl : 1e-30f);
-                out_nrm[3 * v] = o[0] * ni;
-                out_nrm[3 * v + 1] = o[1] * ni;
-                out_nrm[3 * v + 2] = o[2] * ni;
+                out_nrm[3 * v] = o0 * ni;
+                out_nrm[3 * v + 1] = o1 * ni;
+                out_nrm[3 * v + 2] = o2 * ni;
             }
         }
     }
