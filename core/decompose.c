@@ -340,7 +340,10 @@ int df_decompose_fit(const df_decompose_input_t *in, const df_decompose_opts_t *
         w->e = malloc(sizeof(double) * d->B);
         w->cz = malloc(sizeof(double) * d->B);
         w->order = malloc(sizeof(int32_t) * d->B);
-        w->acc = malloc(sizeof(double) * d->B * (4 + 12 * F));
+        /* clustering accumulators, or AᵀA and XᵀA of the transforms step */
+        size_t acc = (size_t)d->B * (4 + 12 * F);
+        size_t acc2 = (size_t)(4 * d->B) * (4 * d->B) + (size_t)(3 * F) * (4 * d->B);
+        w->acc = malloc(sizeof(double) * (acc > acc2 ? acc : acc2));
         if (!w->e || !w->cz || !w->order || !w->acc) goto nomem;
     }
     d->xx_total = 0;

@@ -15,7 +15,8 @@
  *  - Transforms step: for fixed weights the design matrix A [N, 4B] (row i:
  *    w_ij ṽ_iᵀ in bone j's block) is the same for every frame, so the 4Bx4B
  *    normal matrix AᵀA is factorised once (LAPACK dposv) for the 3F
- *    right-hand sides XᵀA. A tiny ridge towards the previous transforms
+ *    right-hand sides XᵀA. Workers accumulate AᵀA and XᵀA over their vertex
+ *    blocks (dsyrk/dgemm into per-worker buffers), reduced before the solve. A tiny ridge towards the previous transforms
  *    keeps bones with no or coplanar support well posed.
  */
 #include "decompose_internal.h"
@@ -30,11 +31,20 @@ extern void dposv_(const char *uplo, const int *n, const int *nrhs, double *a,
 
 #define MAXC 32 /* candidate bones per vertex (opts clamp to this) */
 
+static void z_body(void *arg, int64_t i0, int64_t i1, int worker)
+{
+    df__dc_t *d = arg;
+    const int F3 = (int)(3 * d->F), B4 = 4 * d->B;
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)(i1 - i0), B4, F3, 1.0,
+                d->X + (size_t)i0 * F3, F3, d->Y, B4, 0.0, d->Z + (size_t)i0 * B4, B4);
+}
+
+/* Z = X·Y by row blocks on the workers (the caller keeps OpenBLAS itself
+ * single-threaded: one owner of the cores); M = YᵀY is small. */
 void df__dc_update_zm(df__dc_t *d)
 {
     const int F3 = (int)(3 * d->F), B4 = 4 * d->B;
-    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)d->N, B4, F3,
-                1.0, d->X, F3, d->Y, B4, 0.0, d->Z, B4);
+    df__dc_pfor(d, d->N, z_body, d);
     cblas_dsyrk(CblasRowMajor, CblasUpper, CblasTrans, B4, F3, 1.0, d->Y, B4,
                 0.0, d->M, B4);
     for (int a = 0; a < B4; a++)
@@ -259,10 +269,13 @@ void df__dc_weights_step(df__dc_t *d)
     df__dc_pfor(d, d->N, weights_body, d);
 }
 
+/* Builds rows i0..i1 of the design matrix A and adds their share of the
+ * normal matrix AᵀA and right-hand side XᵀA into this worker's buffers. */
 static void design_body(void *arg, int64_t i0, int64_t i1, int worker)
 {
     df__dc_t *d = arg;
-    const int B4 = 4 * d->B, K = d->K;
+    const int B4 = 4 * d->B, K = d->K, F3 = (int)(3 * d->F);
+    double *G = d->wk[worker].acc, *R = G + (size_t)B4 * B4;
     for (int64_t i = i0; i < i1; i++) {
         double *a = d->A + (size_t)i * B4;
         memset(a, 0, sizeof(double) * B4);
@@ -274,11 +287,17 @@ static void design_body(void *arg, int64_t i0, int64_t i1, int worker)
             for (int s = 0; s < 4; s++) a[4 * j + s] += wv * v[s];
         }
     }
+    const double *A = d->A + (size_t)i0 * B4;
+    cblas_dsyrk(CblasRowMajor, CblasUpper, CblasTrans, B4, (int)(i1 - i0), 1.0, A, B4, 1.0, G, B4);
+    cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, F3, B4, (int)(i1 - i0), 1.0,
+                d->X + (size_t)i0 * F3, F3, A, B4, 1.0, R, B4);
 }
 
 int df__dc_transforms_step(df__dc_t *d, df_error_t *err)
 {
     const int F3 = (int)(3 * d->F), B4 = 4 * d->B;
+    const size_t accn = (size_t)B4 * B4 + (size_t)F3 * B4;
+    for (int t = 0; t < d->nw; t++) memset(d->wk[t].acc, 0, sizeof(double) * accn);
     df__dc_pfor(d, d->N, design_body, d);
     double *G = malloc(sizeof(double) * B4 * B4);
     double *G0 = malloc(sizeof(double) * B4 * B4);
@@ -290,10 +309,13 @@ int df__dc_transforms_step(df__dc_t *d, df_error_t *err)
     }
     /* column-major view: G is symmetric (lower = row-major upper), R is
      * the 4B x 3F right-hand side block */
-    cblas_dsyrk(CblasRowMajor, CblasUpper, CblasTrans, B4, (int)d->N, 1.0,
-                d->A, B4, 0.0, G0, B4);
-    cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, F3, B4, (int)d->N,
-                1.0, d->X, F3, d->A, B4, 0.0, R0, B4);
+    memcpy(G0, d->wk[0].acc, sizeof(double) * B4 * B4);
+    memcpy(R0, d->wk[0].acc + (size_t)B4 * B4, sizeof(double) * F3 * B4);
+    for (int t = 1; t < d->nw; t++) {
+        const double *g = d->wk[t].acc, *r = g + (size_t)B4 * B4;
+        for (size_t q = 0; q < (size_t)B4 * B4; q++) G0[q] += g[q];
+        for (size_t q = 0; q < (size_t)F3 * B4; q++) R0[q] += r[q];
+    }
     double tr = 0;
     for (int a = 0; a < B4; a++) tr += G0[(size_t)a * B4 + a];
     double lam = 1e-11 * tr / B4 + 1e-300;

@@ -25,8 +25,9 @@
  *
  * DESIGN
  * The tool owns the parallelism: core gets a parallel_for that runs the
- * ranges on T pthreads, and OpenBLAS gets T threads for the GEMMs, which
- * run between parallel regions (never both at once). Output goes to
+ * ranges on T pthreads, and OpenBLAS is kept single-threaded (core calls
+ * its GEMMs per vertex block inside those ranges), so the two never
+ * compete for the cores (../shared/MEASUREMENTS.md). Output goes to
  * DIR/NAME/<next version>/model.safetensors (+ config.json if absent);
  * the written model is loaded back and its clip replayed through the rigged
  * kind, and the replay error is printed with the four metrics.
@@ -560,7 +561,7 @@ int cmd_decompose(int argc, char **argv)
         }
     }
     pool_t pool = {threads};
-    openblas_set_num_threads(threads);
+    openblas_set_num_threads(1); /* the pool owns the cores; core runs GEMMs per block */
     if (threads > 1) {
         o.parallel_for = pool_for;
         o.parallel_user = &pool;
