@@ -292,10 +292,13 @@ int df_kserve_parse_request(df_ks_request_t *r, const char *body, size_t len, si
         int64_t numel = 1;
         for (int k = 0; k < x->ndim; k++) {
             const json_t *d = json_array_get(shape, (size_t)k);
-            if (!json_is_integer(d) || json_integer_value(d) < 0 ||
-                json_integer_value(d) > lim->max_elements) {
+            if (!json_is_integer(d) || json_integer_value(d) < 0) {
                 rc = df_error_set(err, DF_EINVAL,
-                                  "input '%s': shape[%d] must be an integer in 0..%lld", x->name, k,
+                                  "input '%s': shape[%d] must be a non-negative integer", x->name, k);
+                goto done;
+            }
+            if (json_integer_value(d) > lim->max_elements) {
+                rc = df_error_set(err, DF_ELIMIT, "input '%s': more than %lld elements", x->name,
                                   (long long)lim->max_elements);
                 goto done;
             }

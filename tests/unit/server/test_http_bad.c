@@ -96,7 +96,7 @@ static void test_bad_structure(void)
         {"{\"inputs\":[{\"name\":\"weights\",\"datatype\":\"FP32\",\"shape\":[4],\"data\":[1,2,3,4],\"parameters\":{\"binary_data_size\":16}}]}", 400, "both"},
         {"{\"inputs\":[{\"name\":\"weights\",\"datatype\":\"FP32\",\"shape\":[4],\"parameters\":[]}]}", 400, "parameters"},
         {"{\"inputs\":[{\"name\":\"weights\",\"datatype\":\"FP32\",\"shape\":[4]}]}", 400, "no \\\"data\\\""},
-        {"{\"inputs\":[{\"name\":\"weights\",\"datatype\":\"FP32\",\"shape\":[100000000,100000000],\"data\":[]}]}", 400, NULL},
+        {"{\"inputs\":[{\"name\":\"weights\",\"datatype\":\"FP32\",\"shape\":[100000000,100000000],\"data\":[]}]}", 413, "elements"},
         {"{\"inputs\":[{\"name\":\"weights\",\"datatype\":\"FP32\",\"shape\":[4000,5000],\"data\":[]}]}", 413, "elements"},
         {"{\"outputs\":{}}", 400, "array"},
         {"{\"outputs\":[3]}", 400, "object"},

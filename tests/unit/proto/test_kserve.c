@@ -1,0 +1,116 @@
+/* test_kserve.c — the KServe v2 codec (proto/kserve.c) alone: nested and
+ * flat data, binary segments (aligned and not), errors naming the input,
+ * limits, and a response written then read back with jansson (float32
+ * values must round-trip bit for bit through the 9-digit text). */
+#include "dftest.h"
+#include "kserve.h"
+#include <jansson.h>
+#include <string.h>
+
+static void test_parse_json_nested_and_flat(void)
+{
+    df_ks_request_t r;
+    memset(&r, 0, sizeof r);
+    df_error_t e = {0};
+    const char *b = "{\"id\":\"x\",\"parameters\":{\"encoding\":\"float16\",\"binary_data_output\":true,"
+                    "\"skinning\":\"dqs\",\"clip\":\"walk\",\"time\":0.5},"
+                    "\"inputs\":[{\"name\":\"a\",\"datatype\":\"FP32\",\"shape\":[2,2],\"data\":[[1,2],[3,4.5]]},"
+                    "{\"name\":\"b\",\"datatype\":\"FP32\",\"shape\":[3],\"data\":[-1,0,1e-3]}],"
+                    "\"outputs\":[{\"name\":\"positions\",\"parameters\":{\"binary_data\":false,\"encoding\":\"int16\"}}]}";
+    DF_CHECK(df_kserve_parse_request(&r, b, strlen(b), strlen(b), NULL, &e) == 0);
+    DF_CHECK(r.n_inputs == 2 && r.n_outputs == 1);
+    DF_CHECK(!strcmp(r.id, "x") && r.binary_output == 1 && r.encoding == DF_ENC_F16);
+    DF_CHECK(r.flags == DF_POSE_DQS && !strcmp(r.clip, "walk") && r.clip_time == 0.5);
+    DF_CHECK(r.inputs[0].ndim == 2 && r.inputs[0].data[3] == 4.5f && r.inputs[1].data[2] == 1e-3f);
+    DF_CHECK(r.outputs[0].binary == 0 && r.outputs[0].encoding == DF_ENC_I16);
+    df_ks_request_free(&r);
+}
+
+static void test_parse_binary(void)
+{
+    df_ks_request_t r;
+    memset(&r, 0, sizeof r);
+    df_error_t e = {0};
+    char hdr[256];
+    float v[3] = {1.5f, -2, 3.25f};
+    for (int pad = 0; pad < 4; pad++) {
+        int hl = snprintf(hdr, sizeof hdr, "{\"inputs\":[{\"name\":\"a\",\"datatype\":\"FP32\",\"shape\":[3],"
+                                           "\"parameters\":{\"binary_data_size\":12}}]}%*s", pad, "");
+        char *body = malloc((size_t)hl + 12 + 1);
+        memcpy(body + 1, hdr, (size_t)hl); /* +1: an odd base address */
+        memcpy(body + 1 + hl, v, 12);
+        DF_CHECK(df_kserve_parse_request(&r, body + 1, (size_t)hl + 12, (size_t)hl, NULL, &e) == 0);
+        DF_CHECK(r.inputs[0].binary && ((uintptr_t)r.inputs[0].data & 3) == 0);
+        DF_CHECK(!memcmp(r.inputs[0].data, v, 12));
+        free(body);
+    }
+    df_ks_request_free(&r);
+}
+
+static void test_parse_errors(void)
+{
+    df_ks_request_t r;
+    memset(&r, 0, sizeof r);
+    df_ks_limits_t lim;
+    df_ks_limits_default(&lim);
+    lim.max_elements = 100;
+    lim.max_depth = 4;
+    const struct { const char *b; int code; const char *text; } c[] = {
+        {"{", DF_EINVAL, "invalid JSON"},
+        {"{\"inputs\":[{\"name\":\"a\",\"datatype\":\"FP32\",\"shape\":[2],\"data\":[1]}]}", DF_EINVAL, "input 'a'"},
+        {"{\"inputs\":[{\"name\":\"a\",\"datatype\":\"FP32\",\"shape\":[200],\"data\":[]}]}", DF_ELIMIT, "elements"},
+        {"{\"inputs\":[{\"name\":\"a\",\"datatype\":\"FP32\",\"shape\":[1],\"data\":[[[[[1]]]]]}]}", DF_ELIMIT, "deeper"},
+        {"{\"inputs\":[{\"name\":\"a\",\"datatype\":\"FP16\",\"shape\":[1],\"data\":[1]}]}", DF_EUNSUPPORTED, "FP16"},
+        {"{\"inputs\":[{\"name\":\"a\",\"datatype\":\"FP32\",\"shape\":[1],\"parameters\":{\"binary_data_size\":4}}]}", DF_EINVAL, "past the end"},
+        {"{\"outputs\":[{\"name\":\"p\",\"parameters\":{\"encoding\":\"x\"}}]}", DF_EINVAL, "encoding"},
+    };
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+        df_error_t e = {0};
+        int rc = df_kserve_parse_request(&r, c[i].b, strlen(c[i].b), strlen(c[i].b), &lim, &e);
+        DF_CHECK_MSG(rc == c[i].code && strstr(e.msg, c[i].text), "case %zu: rc %d msg %s", i, rc, e.msg);
+    }
+    df_error_t e = {0};
+    DF_CHECK(df_kserve_parse_request(&r, "{}", 2, 5, NULL, &e) == DF_EINVAL);
+    df_ks_request_free(&r);
+}
+
+static void test_response_roundtrip(void)
+{
+    enum { N = 3000 };
+    static float x[N];
+    uint32_t s = 9;
+    for (int i = 0; i < N; i++) {
+        s = s * 1664525u + 1013904223u;
+        uint32_t bits = (s & 0x807FFFFFu) | ((100u + (s >> 27)) << 23); /* varied exponents */
+        memcpy(&x[i], &bits, 4);
+    }
+    int64_t shape[2] = {N / 3, 3};
+    df_quant_t q = {0};
+    df_ks_output_t o = {"positions", DF_ENC_F32, 2, shape, x, x, sizeof x, &q, 0, 0};
+    df_ks_buf_t b = {0};
+    DF_CHECK(df_kserve_write_response(&b, "m\"odel", 3, "id-1", &o, 1, "\"queue_us\":5") == 0);
+    json_t *j = json_loads(b.data, 0, NULL);
+    DF_CHECK(j != NULL);
+    DF_CHECK(!strcmp(json_string_value(json_object_get(j, "model_name")), "m\"odel"));
+    json_t *d = json_object_get(json_array_get(json_object_get(j, "outputs"), 0), "data");
+    DF_CHECK(json_array_size(d) == N);
+    int same = 1;
+    for (int i = 0; i < N; i++) same &= (float)json_number_value(json_array_get(d, (size_t)i)) == x[i];
+    DF_CHECK(same);
+    json_decref(j);
+    df_ks_buf_reset(&b);
+    DF_CHECK(df_kserve_write_error(&b, "bad \"x\"\n") == 0);
+    j = json_loads(b.data, 0, NULL);
+    DF_CHECK(j && !strcmp(json_string_value(json_object_get(j, "error")), "bad \"x\"\n"));
+    json_decref(j);
+    df_ks_buf_free(&b);
+}
+
+int main(void)
+{
+    DF_RUN(test_parse_json_nested_and_flat);
+    DF_RUN(test_parse_binary);
+    DF_RUN(test_parse_errors);
+    DF_RUN(test_response_roundtrip);
+    return dftest_exit();
+}
