@@ -102,12 +102,13 @@ function decodeOutput(o, bytes) {
   } else if (enc === 'int16') {
     let sc = p.scale ?? 1;
     let of = p.offset ?? 0;
-    sc = Array.isArray(sc) ? sc : [sc];
-    of = Array.isArray(of) ? of : [of];
+    sc = (Array.isArray(sc) ? sc : [sc]).map(Math.fround);
+    of = (Array.isArray(of) ? of : [of]).map(Math.fround);
     const c = shape[shape.length - 1] === 3 ? Math.max(sc.length, of.length) : 1;
+    // float32 arithmetic (product rounded, then sum), like the C and Python clients
     for (let i = 0; i < n; i++) {
       const k = i % c;
-      d[i] = (of[k] ?? of[0]) + (sc[k] ?? sc[0]) * dv.getInt16(2 * i, true);
+      d[i] = Math.fround(Math.fround((sc[k] ?? sc[0]) * dv.getInt16(2 * i, true)) + (of[k] ?? of[0]));
     }
   } else {
     throw new DeformdError(`output ${o.name}: unknown encoding ${enc}`);

@@ -137,8 +137,9 @@ class HttpClient:
         """Evaluate poses of `name`.
 
         inputs: dict name -> tensor-like. batch: None for one pose given per
-        pose (outputs then have no batch dimension), or B when every input
-        has a leading dimension B. outputs: names wanted (None: all).
+        pose (outputs then come back without the batch dimension, as from
+        SocketClient.infer), or B when every input has a leading dimension B
+        (outputs [B, ...]). outputs: names wanted (None: all).
         binary: use the binary-data extension both ways (default) or plain
         JSON. encoding: "float32" | "float16" | "int16" (binary only for the
         compact ones). skinning: "lbs" | "dqs" (None: the character's).
@@ -183,7 +184,11 @@ class HttpClient:
             raise _error(status, data)
         hl = rh.get("inference-header-content-length")
         self.last_response = json.loads(data[:int(hl) if hl is not None else len(data)].decode())
-        return parse_infer_response(data, hl)
+        out = parse_infer_response(data, hl)
+        if batch is None:  # one pose: drop the batch dimension the server adds
+            out = {k: (Tensor(t.shape[1:], t.data) if len(t.shape) > 1 and t.shape[0] == 1 else t)
+                   for k, t in out.items()}
+        return out
 
 
 def parse_infer_response(data, header_len=None):

@@ -127,8 +127,6 @@ def decode_result(payload):
         elif enc == 1:
             out[name] = decode_f16(dims, r.take(2 * n))
         elif enc == 2:
-            if dims[-1] != 3:
-                scale, offset = scale[:1], offset[:1]
             out[name] = decode_i16(dims, r.take(2 * n), scale, offset)
         else:
             raise DeformdError("output %s: unknown encoding %d" % (name, enc))

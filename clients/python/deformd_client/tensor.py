@@ -143,10 +143,16 @@ def decode_f16(shape, raw):
     return Tensor(shape, struct.unpack("<%de" % n, bytes(raw)))
 
 
-def decode_i16(shape, raw, scale, offset):
-    """int16 quantised: value[i] = offset[i % 3] + scale[i % 3] * q[i].
+def _f32(x):
+    return struct.unpack("<f", struct.pack("<f", float(x)))[0]
 
-    scale/offset are per component (x, y, z) lists — or single numbers."""
+
+def decode_i16(shape, raw, scale, offset):
+    """int16 quantised: value[i] = offset[c] + scale[c] * q[i], c = i % 3.
+
+    scale/offset: per component (x, y, z) lists, or single numbers. Computed in
+    float32 arithmetic (product rounded, then sum rounded) like the C client,
+    so every client decodes the same bits."""
     n = numel(shape)
     if len(raw) != 2 * n:
         raise ValueError("int16 output: %d bytes for %d values" % (len(raw), n))
@@ -155,13 +161,17 @@ def decode_i16(shape, raw, scale, offset):
     if not isinstance(offset, (list, tuple)):
         offset = [offset]
     c = max(len(scale), len(offset))
-    if len(scale) == 1:
-        scale = list(scale) * c
-    if len(offset) == 1:
-        offset = list(offset) * c
+    if not shape or shape[-1] != c:  # one channel unless the last axis is x, y, z
+        c, scale, offset = 1, scale[:1], offset[:1]
+    scale = [_f32(x) for x in (list(scale) * c if len(scale) == 1 else scale)]
+    offset = [_f32(x) for x in (list(offset) * c if len(offset) == 1 else offset)]
+    if _np is not None:
+        q = _np.frombuffer(bytes(raw), dtype="<i2").astype("<f4").reshape(-1, c)
+        v = q * _np.array(scale, dtype="<f4") + _np.array(offset, dtype="<f4")
+        return Tensor.from_bytes(shape, v.astype("<f4").tobytes())
     q = struct.unpack("<%dh" % n, bytes(raw))
     out = array.array("f", bytes(4 * n))
     for i in range(n):
         k = i % c
-        out[i] = offset[k] + scale[k] * q[i]
+        out[i] = _f32(_f32(scale[k] * q[i]) + offset[k])
     return Tensor(shape, out)
