@@ -402,19 +402,26 @@ static void bench_morph(void)
           *C = calloc(3 * N * BMAX, 4);
     for (int64_t i = 0; i < 3 * N * M; i++) A[i] = (float)urand();
     for (int i = 0; i < M * BMAX; i++) Bm[i] = (float)urand();
+    float *big = malloc(BMAX * 3 * N * 4), *posc[BMAX];
+    for (int p = 0; p < BMAX; p++) posc[p] = big + p * 3 * N;
     for (int B = 1; B <= BMAX; B += BMAX - 1) {
-        eval_t e = {.m = m, .sc = df_scratch_new()};
-        e.b.n = B;
-        e.b.in[0] = (const float *const *)w;
-        e.b.out[0] = pos;
-        double t = timeit(eval_fn, &e);
         gemm_t g = {(int)(3 * N), B, (int)M, A, Bm, C};
         double tg = timeit(gemm_fn, &g);
         double fl = 2.0 * 3 * N * M * B;
-        printf("%3d %14.2f %14.2f %7.0f%%   (%s)\n", B, fl / t * 1e-9,
-               fl / tg * 1e-9, 100 * tg / t, B == 1 ? "sgemv" : "sgemm");
-        df_scratch_free(&e.sc);
+        for (int contig = 0; contig <= (B > 1); contig++) {
+            eval_t e = {.m = m, .sc = df_scratch_new()};
+            e.b.n = B;
+            e.b.in[0] = (const float *const *)w;
+            e.b.out[0] = contig ? posc : pos;
+            double t = timeit(eval_fn, &e);
+            printf("%3d %14.2f %14.2f %7.0f%%   (%s, %s outputs)\n", B,
+                   fl / t * 1e-9, fl / tg * 1e-9, 100 * tg / t,
+                   B == 1 ? "sgemv" : "sgemm",
+                   contig ? "one contiguous array of" : "separate");
+            df_scratch_free(&e.sc);
+        }
     }
+    free(big);
     for (int p = 0; p < BMAX; p++) {
         free(w[p]);
         free(pos[p]);

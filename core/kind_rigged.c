@@ -352,7 +352,12 @@ static int rig_load(df_model_t *m, const df_st_t *st, const char *params_json,
     else
         compute_normals(r->rest, N, (const uint32_t *)tri, T, r->rest_nrm);
     normalize_rows(r->rest_nrm, N);
-    if (tmd && !(r->deltas = dupf(tmd, 0))) return E(DF_ENOMEM, "out of memory");
+    if (tmd) { /* deltas plus the rest positions as column M (weight 1) */
+        if (!(r->deltas = dupf(tmd, (size_t)N * 3)))
+            return E(DF_ENOMEM, "out of memory");
+        memcpy(r->deltas + (size_t)r->M * N * 3, tp->data,
+               (size_t)N * 3 * sizeof(float));
+    }
 
     /* ---- skeleton */
     const df_tensor_t *tpar;

@@ -6,9 +6,10 @@
  *     quaternions, not both LBS and DQS), so a bad pose fails the batch
  *     before any output is written, with the pose and input named;
  *  2. morph targets for the whole batch as ONE GEMM: the deltas tensor
- *     [M,N,3] is already a column-major 3N x M matrix; the weights of the
- *     poses that have non-zero weights are gathered into an M x Bm matrix
- *     and rest positions are copied into the 3N x Bm result (beta = 1).
+ *     [M,N,3] is already a column-major 3N x M matrix; load appended the
+ *     rest positions as column M, so with the weights of the Bm poses that
+ *     have non-zero weights gathered into an (M+1) x Bm matrix (last row 1)
+ *     one GEMM with beta = 0 yields the morphed positions: no copy pass.
  *     Bm == 1 uses sgemv (sgemm at n=1 is 4-6x slower, MEASUREMENTS.md).
  *     Poses without weights read the rest positions directly;
  *  3. per pose: FK (world_j = world_parent * T R S), skin matrices
@@ -34,7 +35,7 @@ size_t df__rig_scratch_bytes(const df_model_t *m, int n)
     const df__rig_t *r = m->impl;
     size_t J = (size_t)r->J, B = (size_t)n;
     size_t fl = 0;
-    if (r->M > 0) fl += B * pos_stride(r) + al16((size_t)r->M * B);
+    if (r->M > 0) fl += B * pos_stride(r) + al16((size_t)(r->M + 1) * B);
     fl += pos_stride(r);                 /* positions sink */
     fl += al16(J * 12) * 2 + al16(J * 16) * 2 + al16(J * 8);
     fl += al16(B);                       /* morph column of each pose */
@@ -167,7 +168,7 @@ int df__rig_evaluate(const df_model_t *m, const df_batch_t *b, void *scratch,
         C = s;
         s += (size_t)B * ps;
         Wm = s;
-        s += al16(M * (size_t)B);
+        s += al16((M + 1) * (size_t)B);
     }
     float *sink = s;
     s += ps;
@@ -183,7 +184,12 @@ int df__rig_evaluate(const df_model_t *m, const df_batch_t *b, void *scratch,
     s += al16(J * 8);
     int32_t *col = (int32_t *)s;
 
-    /* 1. morph targets: one GEMM for the batch */
+    /* 1. morph targets: one GEMM for the batch. A has M+1 columns (rest
+     * last), each pose's weight column ends with 1, beta = 0. With no
+     * skeleton the result is the output: when there is one pose, or the
+     * output buffers are evenly spaced (a contiguous batch array), the GEMM
+     * writes straight into them. */
+    const size_t M1 = M + 1;
     int nm = 0;
     for (int p = 0; p < B; p++) {
         col[p] = -1;
@@ -193,17 +199,38 @@ int df__rig_evaluate(const df_model_t *m, const df_batch_t *b, void *scratch,
         for (i = 0; i < M && w[i] == 0.0f; i++) {}
         if (i == M) continue; /* all zero: rest */
         col[p] = nm;
-        memcpy(Wm + (size_t)nm * M, w, M * sizeof(float));
-        memcpy(C + (size_t)nm * ps, r->rest, N3 * sizeof(float));
+        memcpy(Wm + (size_t)nm * M1, w, M * sizeof(float));
+        Wm[(size_t)nm * M1 + M] = 1.0f;
         nm++;
     }
+    float *dst = C;
+    size_t ldc = ps;
+    int direct = 0;
+    if (nm > 0 && J == 0 && b->out[0]) {
+        /* direct when the poses with weights have outputs at a fixed stride */
+        float *first = NULL;
+        int64_t stride = 0, ok = 1, k = 0;
+        for (int p = 0; p < B && ok; p++) {
+            if (col[p] < 0) continue;
+            float *o = b->out[0][p];
+            if (k == 0) first = o;
+            else if (k == 1) stride = o - first;
+            if (k >= 1 && o != first + stride * k) ok = 0;
+            k++;
+        }
+        if (ok && (nm == 1 || stride >= (int64_t)N3)) {
+            direct = 1;
+            dst = first;
+            ldc = nm == 1 ? N3 : (size_t)stride;
+        }
+    }
     if (nm == 1)
-        cblas_sgemv(CblasColMajor, CblasNoTrans, (int)N3, (int)M, 1.0f,
-                    r->deltas, (int)N3, Wm, 1, 1.0f, C, 1);
+        cblas_sgemv(CblasColMajor, CblasNoTrans, (int)N3, (int)M1, 1.0f,
+                    r->deltas, (int)N3, Wm, 1, 0.0f, dst, 1);
     else if (nm > 1)
         cblas_sgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, (int)N3, nm,
-                    (int)M, 1.0f, r->deltas, (int)N3, Wm, (int)M, 1.0f, C,
-                    (int)ps);
+                    (int)M1, 1.0f, r->deltas, (int)N3, Wm, (int)M1, 0.0f, dst,
+                    (int)ldc);
 
     /* 2-3. per pose: FK, skin matrices, skinning */
     for (int p = 0; p < B; p++) {
@@ -211,7 +238,8 @@ int df__rig_evaluate(const df_model_t *m, const df_batch_t *b, void *scratch,
         float *op = b->out[0] ? b->out[0][p] : NULL;
         float *on = b->out[1] ? b->out[1][p] : NULL;
         if (J == 0) {
-            if (op) memcpy(op, src, N3 * sizeof(float));
+            if (op && !(direct && col[p] >= 0))
+                memcpy(op, src, N3 * sizeof(float));
             if (on) memcpy(on, r->rest_nrm, N3 * sizeof(float));
             continue;
         }

@@ -27,7 +27,9 @@ typedef struct df__rig {
     int64_t N, T, M, J, K;
     float *rest;      /* [3N + 4] (padded: kernels read 4 floats/vertex) */
     float *rest_nrm;  /* [3N + 4] unit (or zero for isolated vertices) */
-    float *deltas;    /* [M,N,3] = column-major 3N x M, or NULL */
+    float *deltas;    /* [M+1,N,3] = column-major 3N x (M+1): the morph
+                       * deltas, then the rest positions (weight 1), so one
+                       * GEMM with beta = 0 gives rest + sum w_m d_m */
     int32_t *parents; /* [J] */
     float *rest_t;    /* [J,3] */
     float *rest_q;    /* [J,4] unit */

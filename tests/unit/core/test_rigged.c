@@ -897,6 +897,18 @@ static void test_morph_gemm_and_batch(void)
                 e1 = fmax(e1, fabs(one[p][i] - pos[p][i]));
             DF_CHECK_MSG(e1 < 1e-5, "pose %d: batch vs single %g", p, e1);
         }
+        /* outputs in one contiguous array (the GEMM may write straight
+         * into them): same results */
+        float *big = malloc(B * N * 12), *bp[B];
+        for (int p = 0; p < B; p++) bp[p] = big + p * N * 3;
+        DF_CHECK(eval(m, B, cw, skinned ? crot : NULL, NULL, NULL, bp, NULL,
+                      NULL, sc, &err) == 0);
+        double ec = 0;
+        for (int p = 0; p < B; p++)
+            for (int64_t i = 0; i < N * 3; i++)
+                ec = fmax(ec, fabs(bp[p][i] - pos[p][i]));
+        DF_CHECK_MSG(ec < 1e-6, "contiguous outputs differ by %g", ec);
+        free(big);
         /* grown scratch is reused: no growth on the same batch again */
         size_t cap = df_scratch_capacity(sc);
         DF_CHECK(eval(m, B, cw, skinned ? crot : NULL, NULL, NULL, pos, nrm,
