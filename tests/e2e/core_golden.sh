@@ -13,7 +13,7 @@ cd "$(dirname "$0")/../.."
 BIN=${BIN:-bin}
 PY=/usr/bin/python3
 M=/usr/share/assimp/models
-G=tests/data/golden
+G=${DF_GOLDEN_DIR:-tests/data/golden}   # DF_GOLDEN_DIR: e.g. a full bake from make_golden.sh
 W=$(mktemp -d "${TMPDIR:-/tmp}/df-core-golden.XXXXXX")
 trap 'rm -rf "$W"' EXIT
 fails=0

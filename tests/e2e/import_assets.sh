@@ -227,9 +227,15 @@ done
 # --- BVH clips onto a skeleton with the same joint names (the BVH's own skeleton mesh), then
 #     onto an unrelated model (no joint matches: clear error)
 if run_ok import_bvh_model "$D" import "$M/BVH/01_01.bvh" --repository "$R" --name mocap; then
+    # the same BVH through both paths (import_scene.c's clip vs import_bvh.c's name mapping)
+    # must give the same motion: BVH rest rotations are identity, so q_rest * q_bvh = q_bvh
+    if "$D" import "$M/BVH/01_01.bvh" --repository "$R" --clips-for mocap --name mocap_rt >"$W/out" 2>&1 \
+       && "$D" eval "$R/mocap_rt" --clip Motion --frames 0:300 --out "$W/m1.npy" >/dev/null \
+       && "$D" eval "$R/mocap_rt" --clip Motion.1 --frames 0:300 --out "$W/m2.npy" >/dev/null \
+       && "$D" compare "$W/m1.npy" "$W/m2.npy" --tol 1e-6; then ok bvh_clips_same_as_direct_import
+    else cat "$W/out"; fail bvh_clips_same_as_direct_import; fi
     if run_ok bvh_clips_for "$D" import "$M/BVH/01_03.bvh" --repository "$R" --clips-for mocap; then
         "$D" info "$R/mocap" >"$W/info" 2>&1
-        v=$(grep -c '^  ' "$W/info")
         if grep -q "version 2" "$W/info" && [ "$(sed -n '/^clips: /s/clips: //p' "$W/info")" = 2 ] \
            && "$D" eval "$R/mocap" --clip "$(sed -n '/^clips:/,$p' "$W/info" | sed -n 3p | awk '{print $1}')" --frames 0:40 --out "$W/bvh.npy" >/dev/null; then
             ok bvh_clips_for
