@@ -136,6 +136,30 @@ import json,sys; m=json.load(open('$T/obj.json')); print(m['erms_pct'], m['verti
 sys.exit(0 if m['erms_pct'] < 0.01 and m['frames'] == 20 else 1)" \
     && ok dec-objdir-fit || { cat "$T/obj.log"; fail dec-objdir-fit; }
 
+# ---------------------------------------------------------------- per-vertex assets
+# MD2: every keyframe through assimp (per-corner vertices, welded by us);
+# glTF morph animation: imported (morph clip) and baked by the rigged kind.
+MD2=/usr/share/assimp/models/MD2/sydney.md2
+if [ -f "$MD2" ]; then
+    "$D" decompose "$MD2" --bones 16 --repository "$REPO" --name sydney \
+        --metrics-json "$T/md2.json" >"$T/md2.log" 2>&1 && "$PY" -c "
+import json,sys; m=json.load(open('$T/md2.json'))
+print('md2', m['frames'], m['vertices'], m['welded'], m['erms_pct'], m['replay_max_err'])
+sys.exit(0 if m['frames'] == 198 and m['welded'] < m['vertices'] and m['erms_pct'] < 0.5
+         and 0 <= m['replay_max_err'] <= 1e-5 * m['diag'] else 1)" \
+        && ok dec-md2-keyframes || { cat "$T/md2.log"; fail dec-md2-keyframes; }
+fi
+CUBE=/usr/share/assimp/models/glTF2/glTF-Sample-Models/AnimatedMorphCube-glTF/AnimatedMorphCube.gltf
+if [ -f "$CUBE" ]; then
+    # 8 distinct corners moved by 2 morph targets: 4 affine bones fit it to
+    # rounding (measured 2e-8 % of the diagonal; docs/decompose.md)
+    "$D" decompose "$CUBE" --bones 4 --repository "$REPO" --name cube \
+        --metrics-json "$T/cube.json" >"$T/cube.log" 2>&1 && "$PY" -c "
+import json,sys; m=json.load(open('$T/cube.json')); print('cube', m['erms_pct'])
+sys.exit(0 if m['frames'] == 127 and m['erms_pct'] < 1e-3 else 1)" \
+        && ok dec-morph-asset || { cat "$T/cube.log"; fail dec-morph-asset; }
+fi
+
 # ---------------------------------------------------------------- malformed
 refuse() { # NAME PATTERN ARGS...
     local name=$1 pat=$2; shift 2
