@@ -117,7 +117,7 @@ static int ra_load(df_model_t *mo, const df_st_t *st_in, const char *params_json
         return df_error_set(err, rc, "rigapprox: cannot describe the model");
 
     if (m->variant == DF_RA_OURS) {
-        if ((rc = df_lap_new(V, m->nt, m->tris, m->na, m->anchors, m->omega, &r->lap, err))) return rc;
+        if ((rc = df_rigapprox_lap(V, m->rest, m->nt, m->tris, m->na, m->anchors, m->omega, &r->lap, err))) return rc;
         for (int64_t a = 0; a < m->na; a++) {
             int n = m->anc_off[a + 1] - m->anc_off[a];
             if (n > r->max_in) r->max_in = n;

@@ -63,7 +63,7 @@ void df_refrig_free(df_refrig_t **pr)
     free(r->invbind), free(r->rest_world), free(r->skin_j), free(r->skin_w);
     free_names(r->control_names, r->nc), free(r->ctrl_range), free(r->shapes);
     free(r->combo_ab), free(r->combo_shapes), free(r->jc_joint), free(r->jc_shapes);
-    free(r->adj_p), free(r->adj_i), free(r->mush_delta);
+    free(r->adj_p), free(r->adj_i), free(r->mush_delta), free(r->mush_tan);
     for (size_t c = 0; c < r->n_clips; c++) {
         free(r->clips[c].rotations);
         free(r->clips[c].translations);
@@ -161,18 +161,13 @@ static void frames(const df_refrig_t *r, const float *s, float *fr)
             continue;
         }
         for (int d = 0; d < 3; d++) n[d] /= nl;
-        /* tangent: the longest projected edge to a neighbour (a welded
-         * seam copy sits at distance 0 and cannot define a direction) */
-        const float *p = s + v * 3;
-        float e[3] = {0, 0, 0}, el = 0;
-        for (int32_t k = a; k < r->adj_p[v + 1]; k++) {
-            const float *q = s + r->adj_i[k] * 3;
-            float f[3] = {q[0] - p[0], q[1] - p[1], q[2] - p[2]};
-            float dn = f[0] * n[0] + f[1] * n[1] + f[2] * n[2];
-            for (int d = 0; d < 3; d++) f[d] -= dn * n[d];
-            float fl = sqrtf(f[0] * f[0] + f[1] * f[1] + f[2] * f[2]);
-            if (fl > el) el = fl, e[0] = f[0], e[1] = f[1], e[2] = f[2];
-        }
+        /* tangent: the edge to a neighbour fixed at rest (r->mush_tan), so
+         * frames vary continuously with the pose */
+        const float *p = s + v * 3, *q = s + (int64_t)r->mush_tan[v] * 3;
+        float e[3] = {q[0] - p[0], q[1] - p[1], q[2] - p[2]};
+        float dn = e[0] * n[0] + e[1] * n[1] + e[2] * n[2];
+        for (int d = 0; d < 3; d++) e[d] -= dn * n[d];
+        float el = sqrtf(e[0] * e[0] + e[1] * e[1] + e[2] * e[2]);
         if (el < 1e-20f) { memset(F, 0, 36); F[0] = F[4] = F[8] = 1; continue; }
         for (int d = 0; d < 3; d++) F[d] = e[d] / el;
         F[3] = n[1] * F[2] - n[2] * F[1];
@@ -316,6 +311,17 @@ static int finish(df_refrig_t *r, const df_refrig_opts_t *o, df_error_t *err)
     if (rc) return rc;
     rc = build_adjacency(r, ntw, tw);
     free(tw);
+    r->mush_tan = malloc(sizeof(int32_t) * r->nv);
+    if (!r->mush_tan) return df_error_set(err, DF_ENOMEM, "rig: out of memory");
+    for (int64_t v = 0; !rc && v < r->nv; v++) { /* farthest neighbour at rest */
+        float best = -1;
+        r->mush_tan[v] = (int32_t)v;
+        for (int32_t k = r->adj_p[v]; k < r->adj_p[v + 1]; k++) {
+            const float *a = r->rest + v * 3, *b = r->rest + (int64_t)r->adj_i[k] * 3;
+            float d2 = (a[0] - b[0]) * (a[0] - b[0]) + (a[1] - b[1]) * (a[1] - b[1]) + (a[2] - b[2]) * (a[2] - b[2]);
+            if (d2 > best) best = d2, r->mush_tan[v] = r->adj_i[k];
+        }
+    }
     if (!r->rest_world || !r->mush_delta || rc || build_correctives(r, o))
         return df_error_set(err, DF_ENOMEM, "rig: out of memory");
     df_refrig_fk(r, NULL, NULL, r->rest_world);

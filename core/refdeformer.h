@@ -77,6 +77,7 @@ typedef struct df_refrig {
     float mush_lambda;
     int32_t *adj_p, *adj_i; /* vertex adjacency CSR */
     float *mush_delta;    /* [V,3] rest detail in local frames */
+    int32_t *mush_tan;    /* [V] neighbour defining each frame's tangent */
     float height;         /* largest bbox extent of the rest mesh */
     float joint_sigma, joint_max;
     size_t n_clips;

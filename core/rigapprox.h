@@ -103,4 +103,51 @@ int df_ramodel_copy(const df_ramodel_t *src, df_ramodel_t *dst, df_error_t *err)
 /* Frees what df_ramodel_read / df_ramodel_copy allocated. */
 void df_ramodel_release(df_ramodel_t *m);
 
+/* The anchored Laplacian of a rigapprox mesh: seams welded
+ * (df_lap_weld, eps = 1e-6 of the largest extent) then df_lap_new. The
+ * trainer and the kind both call this so they agree. */
+struct df_lap;
+int df_rigapprox_lap(int64_t nv, const float *rest, int64_t nt, const uint32_t *tris,
+                     int64_t na, const int32_t *anchors, double omega,
+                     struct df_lap **out, df_error_t *err);
+/* Welded triangle list (new: free) for component counts etc. */
+int df_rigapprox_weld(int64_t nv, const float *rest, int64_t nt, const uint32_t *tris,
+                      uint32_t **out, int64_t *out_nt, df_error_t *err);
+
+/* ------------------------------------------------------------ training */
+typedef struct df_ratrain_opts {
+    int variant;              /* DF_RA_* */
+    int n_hidden;             /* differential network hidden layers (3) */
+    int hidden;               /* their width (256) */
+    int anchor_hidden_layers; /* per-anchor mini-network hidden layers (3) */
+    int anchor_width;         /* (64) */
+    double pca_frac;          /* principal components / vertices (0.05) */
+    double anchor_frac;       /* anchors / vertices (0.02) + 1 per extra piece */
+    double omega;             /* anchor weight (1) */
+    int epochs, batch;        /* (200, 128) */
+    float lr, lr_anchor;      /* Adam (1e-3, 1e-3) */
+    int adam;                 /* 1 Adam, 0 SGD momentum */
+    double val_frac;          /* validation split (0.1) */
+    int patience;             /* early stopping, epochs (20) */
+    uint64_t seed;            /* (1) */
+    const char *checkpoint;   /* NULL: none */
+    int resume;               /* resume from checkpoint if it exists */
+    int checkpoint_every;     /* epochs (10) */
+    double time_limit_s;      /* stop training after this (0: none) */
+    int verbose;              /* progress line per epoch on stderr */
+} df_ratrain_opts_t;
+
+typedef struct df_ratrain_report {
+    int epochs_run, best_epoch;
+    double val_diff, val_anchor; /* best validation losses */
+    double seconds;
+    int64_t n_train, n_val, n_pca, n_anchors;
+} df_ratrain_report_t;
+
+void df_ratrain_opts_default(df_ratrain_opts_t *o /* OUT */);
+/* Train on dataset d and write the model file to out_path. */
+int df_rigapprox_train(const df_rigdata_t *d, const df_ratrain_opts_t *o,
+                       const char *out_path, df_ratrain_report_t *rep,
+                       df_error_t *err);
+
 #endif

@@ -6,6 +6,9 @@
 #include "rigapprox.h"
 #include "model_internal.h"
 #include "nn.h"
+#include "laplacian.h"
+
+#include <math.h>
 
 #include <jansson.h>
 #include <stdio.h>
@@ -380,4 +383,30 @@ int df_ramodel_copy(const df_ramodel_t *src, df_ramodel_t *dst, df_error_t *err)
         return df_error_set(err, DF_ENOMEM, "rigapprox: out of memory copying the model");
     }
     return DF_OK;
+}
+
+int df_rigapprox_weld(int64_t nv, const float *rest, int64_t nt, const uint32_t *tris,
+                      uint32_t **out, int64_t *out_nt, df_error_t *err)
+{
+    float lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
+    for (int64_t v = 0; v < nv; v++)
+        for (int d = 0; d < 3; d++) {
+            lo[d] = fminf(lo[d], rest[v * 3 + d]);
+            hi[d] = fmaxf(hi[d], rest[v * 3 + d]);
+        }
+    float h = fmaxf(hi[0] - lo[0], fmaxf(hi[1] - lo[1], hi[2] - lo[2]));
+    return df_lap_weld(nv, rest, nt, tris, 1e-6f * h, out, out_nt, err);
+}
+
+int df_rigapprox_lap(int64_t nv, const float *rest, int64_t nt, const uint32_t *tris,
+                     int64_t na, const int32_t *anchors, double omega,
+                     df_lap_t **out, df_error_t *err)
+{
+    uint32_t *tw = NULL;
+    int64_t ntw = 0;
+    int rc = df_rigapprox_weld(nv, rest, nt, tris, &tw, &ntw, err);
+    if (rc) return rc;
+    rc = df_lap_new(nv, ntw, tw, na, anchors, omega, out, err);
+    free(tw);
+    return rc;
 }

@@ -1,0 +1,273 @@
+/* cmd_train.c — `deform train`: train a rigapprox model from a dataset, and
+ * evaluate a trained model against a dataset.
+ *
+ *   deform train DATA.safetensors --out REPO/NAME [--variant ours|local|pcalr|lbs]
+ *         [--layers 3] [--width 256] [--anchor-layers 3] [--anchor-width 64]
+ *         [--pca 0.05] [--anchors 0.02] [--omega 1] [--epochs 200] [--batch 128]
+ *         [--lr 1e-3] [--sgd] [--val 0.1] [--patience 20] [--seed 1]
+ *         [--checkpoint FILE [--resume]] [--time-limit SECONDS] [--quiet]
+ *   deform train --evaluate REPO/NAME DATA.safetensors [--reconstruction dense|sparse]
+ *         [--heatmap OUT.ppm --pose I] [--errors OUT.npy]
+ *
+ * Training writes REPO/NAME/config.json and REPO/NAME/1/model.safetensors
+ * (kind rigapprox; docs/rigapprox.md). Evaluation loads the model through
+ * the repository and df_model_evaluate (the served code path), and prints
+ * mean / max vertex error, absolute and in % of the character height.
+ */
+#include "df.h"
+#include "rigapprox.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static int usage(void)
+{
+    fprintf(stderr,
+            "usage: deform train DATA.safetensors --out REPO/NAME [--variant ours|local|pcalr|lbs]\n"
+            "         [--layers N] [--width W] [--anchor-layers N] [--anchor-width W] [--pca F]\n"
+            "         [--anchors F] [--omega W] [--epochs E] [--batch B] [--lr R] [--sgd] [--val F]\n"
+            "         [--patience E] [--seed S] [--checkpoint FILE [--resume]] [--time-limit S] [--quiet]\n"
+            "       deform train --evaluate REPO/NAME DATA.safetensors [--reconstruction dense|sparse]\n"
+            "         [--heatmap OUT.ppm --pose I] [--errors OUT.npy]\n");
+    return 2;
+}
+
+static int mkdirs(const char *path)
+{
+    char b[1024];
+    snprintf(b, sizeof b, "%s", path);
+    for (char *p = b + 1; *p; p++)
+        if (*p == '/') {
+            *p = 0;
+            if (mkdir(b, 0755) && errno != EEXIST) return -1;
+            *p = '/';
+        }
+    return mkdir(b, 0755) && errno != EEXIST ? -1 : 0;
+}
+
+/* Heat map: orthographic view (x right, y up, largest two extents), each
+ * vertex splatted with a blue->red colour for error / emax. */
+static int write_heatmap(const char *path, const float *pos, int64_t nv, const float *e, double emax, int x0,
+                         int W, int H, unsigned char *img)
+{
+    float lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
+    for (int64_t v = 0; v < nv; v++)
+        for (int d = 0; d < 3; d++) lo[d] = fminf(lo[d], pos[v * 3 + d]), hi[d] = fmaxf(hi[d], pos[v * 3 + d]);
+    int ax[3] = {0, 1, 2};
+    /* view axes: the two largest extents; depth = the smallest */
+    for (int i = 0; i < 3; i++)
+        for (int j = i + 1; j < 3; j++)
+            if (hi[ax[j]] - lo[ax[j]] > hi[ax[i]] - lo[ax[i]]) { int t = ax[i]; ax[i] = ax[j]; ax[j] = t; }
+    int u = ax[1], vv = ax[0]; /* tallest extent vertical */
+    float s = fminf((W - 20) / (hi[u] - lo[u] + 1e-9f), (H - 20) / (hi[vv] - lo[vv] + 1e-9f));
+    for (int64_t v = 0; v < nv; v++) {
+        int px = x0 + 10 + (int)((pos[v * 3 + u] - lo[u]) * s), py = H - 10 - (int)((pos[v * 3 + vv] - lo[vv]) * s);
+        double t = emax > 0 ? fmin(1, e[v] / emax) : 0;
+        unsigned char r = (unsigned char)(255 * t), g = (unsigned char)(255 * (1 - fabs(2 * t - 1))),
+                      b = (unsigned char)(255 * (1 - t));
+        for (int dy = -1; dy <= 1; dy++)
+            for (int dx = -1; dx <= 1; dx++) {
+                int X = px + dx, Y = py + dy;
+                if (X < 0 || Y < 0 || X >= 2 * W || Y >= H) continue;
+                unsigned char *p = img + ((size_t)Y * 2 * W + X) * 3;
+                p[0] = r, p[1] = g, p[2] = b;
+            }
+    }
+    (void)path;
+    return 0;
+}
+
+static int evaluate(const char *model_dir, const char *data, const char *recon, const char *heatmap, int pose,
+                    const char *errors_npy)
+{
+    df_error_t err = {0};
+    char repo[1024], name[256];
+    snprintf(repo, sizeof repo, "%s", model_dir);
+    char *sl = strrchr(repo, '/');
+    if (!sl) { fprintf(stderr, "deform train: --evaluate wants REPO/NAME\n"); return 2; }
+    *sl = 0;
+    snprintf(name, sizeof name, "%s", sl + 1);
+    df_model_config_t cfg;
+    memset(&cfg, 0, sizeof cfg);
+    df_model_t *m = NULL;
+    int rc;
+    if (recon) {
+        char path[1400], params[128];
+        snprintf(path, sizeof path, "%s/%s/1/model.safetensors", repo, name);
+        snprintf(params, sizeof params, "{\"reconstruction\": \"%s\"}", recon);
+        rc = df_model_open(path, "rigapprox", params, NULL, &m, &err);
+    } else {
+        rc = df_repo_load(repo, name, NULL, &m, NULL, NULL, &err);
+    }
+    if (rc) { fprintf(stderr, "deform train: %s\n", err.msg); return 1; }
+    df_rigdata_t d;
+    if ((rc = df_rigdata_open(data, &d, &err))) {
+        fprintf(stderr, "deform train: %s\n", err.msg);
+        df_model_unref(&m);
+        return 1;
+    }
+    int64_t V = d.nv;
+    if (df_model_n_vertices(m) != V || df_model_find_input(m, "joint_matrices") < 0) {
+        fprintf(stderr, "deform train: model and dataset differ (%lld vs %lld vertices)\n",
+                (long long)df_model_n_vertices(m), (long long)V);
+        df_rigdata_close(&d);
+        df_model_unref(&m);
+        return 1;
+    }
+    int ij = df_model_find_input(m, "joint_matrices"), ic = df_model_find_input(m, "controls");
+    int op = df_model_find_output(m, "positions");
+    enum { BS = 32 };
+    float *out = malloc(sizeof(float) * BS * V * 3);
+    float *verr = calloc(V, sizeof(float)); /* error of the heat-map pose */
+    float *all = errors_npy ? malloc(sizeof(float) * d.n * V) : NULL;
+    df_scratch_t *sc = df_scratch_new();
+    double sum = 0, mx = 0;
+    for (int64_t s = 0; s < d.n && !rc; s += BS) {
+        int B = (int)(d.n - s < BS ? d.n - s : BS);
+        const float *pj[BS], *pc[BS];
+        float *po[BS];
+        for (int b = 0; b < B; b++) {
+            pj[b] = d.joints + (s + b) * d.nj * 12;
+            pc[b] = d.nc ? d.controls + (s + b) * d.nc : NULL;
+            po[b] = out + (size_t)b * V * 3;
+        }
+        df_batch_t bt;
+        memset(&bt, 0, sizeof bt);
+        bt.n = B;
+        bt.in[ij] = pj;
+        if (ic >= 0) bt.in[ic] = pc;
+        bt.out[op] = po;
+        if ((rc = df_model_evaluate(m, &bt, sc, &err))) {
+            fprintf(stderr, "deform train: %s\n", err.msg);
+            break;
+        }
+        for (int b = 0; b < B; b++) {
+            const float *gt = d.positions + (s + b) * V * 3, *p = po[b];
+            for (int64_t v = 0; v < V; v++) {
+                double e = sqrt((p[v * 3] - gt[v * 3]) * (p[v * 3] - gt[v * 3]) +
+                                (p[v * 3 + 1] - gt[v * 3 + 1]) * (p[v * 3 + 1] - gt[v * 3 + 1]) +
+                                (p[v * 3 + 2] - gt[v * 3 + 2]) * (p[v * 3 + 2] - gt[v * 3 + 2]));
+                sum += e;
+                if (e > mx) mx = e;
+                if (s + b == pose) verr[v] = (float)e;
+                if (all) all[(s + b) * V + v] = (float)e;
+            }
+        }
+    }
+    if (!rc) {
+        double mean = sum / ((double)d.n * V);
+        printf("model %s (%s) on %s: %lld poses, %lld vertices, height %.4g\n", model_dir,
+               df_model_kind(m), data, (long long)d.n, (long long)V, d.height);
+        printf("mean %.6g (%.4f %%)  max %.6g (%.3f %%)\n", mean, 100 * mean / d.height, mx, 100 * mx / d.height);
+        if (all) {
+            int64_t sh[2] = {d.n, V};
+            if (df_npy_write_f32(errors_npy, 2, sh, all, &err)) fprintf(stderr, "deform train: %s\n", err.msg);
+        }
+        if (heatmap && pose >= 0 && pose < d.n) {
+            /* left: ground truth coloured by error; scale: 2 % of height */
+            int W = 400, H = 600;
+            unsigned char *img = calloc((size_t)2 * W * H * 3, 1);
+            memset(img, 255, (size_t)2 * W * H * 3);
+            write_heatmap(heatmap, d.positions + (int64_t)pose * V * 3, V, verr, 0.02 * d.height, 0, W, H, img);
+            FILE *f = fopen(heatmap, "wb");
+            if (f) {
+                fprintf(f, "P6\n%d %d\n255\n", W, H);
+                for (int y = 0; y < H; y++) fwrite(img + (size_t)y * 2 * W * 3, 3, W, f);
+                fclose(f);
+            }
+            free(img);
+        }
+    }
+    df_scratch_free(&sc);
+    free(out), free(verr), free(all);
+    df_rigdata_close(&d);
+    df_model_unref(&m);
+    return rc ? 1 : 0;
+}
+
+int cmd_train(int argc, char **argv)
+{
+    df_ratrain_opts_t o;
+    df_ratrain_opts_default(&o);
+    const char *data = NULL, *out = NULL, *eval = NULL, *recon = NULL, *heat = NULL, *errs = NULL;
+    int pose = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--sgd")) { o.adam = 0; o.lr = 1e-2f; o.lr_anchor = 1e-2f; continue; }
+        if (!strcmp(a, "--resume")) { o.resume = 1; continue; }
+        if (!strcmp(a, "--quiet")) { o.verbose = 0; continue; }
+        if (a[0] != '-') {
+            if (data) return usage();
+            data = a;
+            continue;
+        }
+        if (i + 1 >= argc) return usage();
+        const char *v = argv[++i];
+        if (!strcmp(a, "--out")) out = v;
+        else if (!strcmp(a, "--evaluate")) eval = v;
+        else if (!strcmp(a, "--reconstruction")) recon = v;
+        else if (!strcmp(a, "--heatmap")) heat = v;
+        else if (!strcmp(a, "--errors")) errs = v;
+        else if (!strcmp(a, "--pose")) pose = atoi(v);
+        else if (!strcmp(a, "--variant")) {
+            o.variant = !strcmp(v, "ours") ? DF_RA_OURS : !strcmp(v, "local") ? DF_RA_LOCAL
+                      : !strcmp(v, "pcalr") ? DF_RA_PCALR : !strcmp(v, "lbs") ? DF_RA_LBS : -1;
+            if (o.variant < 0) return usage();
+        } else if (!strcmp(a, "--layers")) o.n_hidden = atoi(v);
+        else if (!strcmp(a, "--width")) o.hidden = atoi(v);
+        else if (!strcmp(a, "--anchor-layers")) o.anchor_hidden_layers = atoi(v);
+        else if (!strcmp(a, "--anchor-width")) o.anchor_width = atoi(v);
+        else if (!strcmp(a, "--pca")) o.pca_frac = atof(v);
+        else if (!strcmp(a, "--anchors")) o.anchor_frac = atof(v);
+        else if (!strcmp(a, "--omega")) o.omega = atof(v);
+        else if (!strcmp(a, "--epochs")) o.epochs = atoi(v);
+        else if (!strcmp(a, "--batch")) o.batch = atoi(v);
+        else if (!strcmp(a, "--lr")) o.lr = o.lr_anchor = (float)atof(v);
+        else if (!strcmp(a, "--val")) o.val_frac = atof(v);
+        else if (!strcmp(a, "--patience")) o.patience = atoi(v);
+        else if (!strcmp(a, "--seed")) o.seed = strtoull(v, NULL, 10);
+        else if (!strcmp(a, "--checkpoint")) o.checkpoint = v;
+        else if (!strcmp(a, "--time-limit")) o.time_limit_s = atof(v);
+        else return usage();
+    }
+    if (eval) return data ? evaluate(eval, data, recon, heat, pose, errs) : usage();
+    if (!data || !out) return usage();
+    df_error_t err = {0};
+    df_rigdata_t d;
+    if (df_rigdata_open(data, &d, &err)) {
+        fprintf(stderr, "deform train: %s\n", err.msg);
+        return 1;
+    }
+    char dir[1200], path[1400];
+    snprintf(dir, sizeof dir, "%s/1", out);
+    if (mkdirs(dir)) {
+        fprintf(stderr, "deform train: cannot create %s: %s\n", dir, strerror(errno));
+        df_rigdata_close(&d);
+        return 1;
+    }
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    df_ratrain_report_t rep;
+    memset(&rep, 0, sizeof rep);
+    int rc = df_rigapprox_train(&d, &o, path, &rep, &err);
+    df_rigdata_close(&d);
+    if (rc) {
+        fprintf(stderr, "deform train: %s\n", err.msg);
+        return 1;
+    }
+    snprintf(path, sizeof path, "%s/config.json", out);
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        fprintf(stderr, "deform train: cannot write %s: %s\n", path, strerror(errno));
+        return 1;
+    }
+    fprintf(f, "{\n  \"kind\": \"rigapprox\",\n  \"parameters\": {\"reconstruction\": \"auto\"},\n"
+               "  \"max_batch_size\": 32,\n  \"max_queue_delay_us\": 500\n}\n");
+    fclose(f);
+    fprintf(stderr, "trained in %.1f s (%d epochs, best %d): validation diff L1 %.4g, anchor L2 %.4g; wrote %s/1/model.safetensors\n",
+            rep.seconds, rep.epochs_run, rep.best_epoch, rep.val_diff, rep.val_anchor, out);
+    return 0;
+}
