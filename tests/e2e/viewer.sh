@@ -38,5 +38,23 @@ curl -sf "$URL/v2/models/wuson/infer" -d @"$REQ" -o "$T/curl_wuson.json" || fail
 
 timeout 120 node tests/e2e/viewer_check.cjs "$URL" "$OUT" "$REQ" "$T/curl_wuson.json" \
     "$ROOT/clients/js/node_modules" || NFAIL=$((NFAIL + 1))
+# float16 / int16 answers decoded by the browser module == by the Python client
+PYTHONPATH=$ROOT/clients/python "$PY" - "$T" "$HTTP" <<'PYEOF' || NFAIL=$((NFAIL + 1))
+import json, sys, struct
+from deformd_client import HttpClient, Tensor
+T, port = sys.argv[1], int(sys.argv[2])
+pose = json.load(open(T + "/demo-repo/requests/wuson_pose.json"))["inputs"][0]
+f32 = lambda v: struct.unpack("<f", struct.pack("<f", v))[0]
+bad = 0
+with HttpClient("127.0.0.1", port) as c:
+    for enc in ("float16", "int16"):
+        py = c.infer("wuson", {"joint_rotations": Tensor(pose["shape"], pose["data"])},
+                     outputs=["positions"], encoding=enc)["positions"].data.tolist()
+        br = [f32(x) for x in json.load(open("%s/browser_%s.json" % (T, enc)))]
+        same = py == br
+        print(("ok " if same else "FAIL ") + "browser-module-%s-equals-python-client" % enc)
+        bad += not same
+sys.exit(1 if bad else 0)
+PYEOF
 ls "$OUT"/viewer-*.png 2>/dev/null
 finish

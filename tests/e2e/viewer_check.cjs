@@ -121,6 +121,17 @@ function changedFraction(a, b) {
       }
       check(`browser-module-${binary ? 'binary' : 'json'}-equals-curl`, same, `shape ${got.shape} vs ${curl.shape}, max diff ${maxd}`);
     }
+    // compact encodings decoded by the browser module, saved for viewer.sh to
+    // compare with the Python client's decoding of the same answers
+    for (const encoding of ['float16', 'int16']) {
+      const got = await page.evaluate(async ({ pose, encoding }) => {
+        const m = await import('./vendor/deformd.js');
+        const r = await new m.DeformdClient('').infer('wuson', { joint_rotations: { shape: pose.shape, data: pose.data } },
+          { outputs: ['positions'], encoding });
+        return Array.from(r.positions.data);
+      }, { pose, encoding });
+      fs.writeFileSync(path.join(path.dirname(curlFile), `browser_${encoding}.json`), JSON.stringify(got));
+    }
     check('viewer-no-page-errors', errors.length === 0, JSON.stringify(errors.slice(0, 5)));
   } catch (e) {
     check('viewer-run', false, String(e && e.stack || e));
