@@ -494,9 +494,9 @@ static int ck_save(tr_t *t, const ck_state_t *s, df_error_t *err)
         snprintf(pre, sizeof pre, "a%lld_best", (long long)a);
         rc |= ck_add(w, pre, t->an_best[a]);
         int64_t s1[1] = {1};
-        float fb = (float)t->a_best[a];
+        double fb = t->a_best[a];
         snprintf(pre, sizeof pre, "a%lld_bestloss", (long long)a);
-        rc |= df_st_writer_add(w, pre, DF_DT_F32, 1, s1, &fb);
+        rc |= df_st_writer_add(w, pre, DF_DT_F64, 1, s1, &fb);
     }
     if (rc) { df_st_writer_free(&w); return df_error_set(err, DF_ENOMEM, "checkpoint: out of memory"); }
     rc = df_st_writer_save(w, t->o->checkpoint, err);
@@ -540,7 +540,7 @@ static int ck_load(tr_t *t, ck_state_t *s, df_error_t *err)
         if ((rc = ck_get(st, pre, t->an_best[a], err))) goto done;
         snprintf(pre, sizeof pre, "a%lld_bestloss", (long long)a);
         const df_tensor_t *bt = df_st_find(st, pre);
-        t->a_best[a] = bt ? ((const float *)bt->data)[0] : INFINITY;
+        t->a_best[a] = bt && bt->dtype == DF_DT_F64 ? ((const double *)bt->data)[0] : INFINITY;
     }
 done:
     df_st_close(&st);
@@ -773,6 +773,7 @@ int df_rigapprox_train(const df_rigdata_t *d, const df_ratrain_opts_t *o,
         for (int e = cs.epoch; e < o->epochs; e++) {
             df_rng_t rr = {cs.rng};
             int64_t *tr_rows = rows + t.nval;
+            for (int64_t i = 0; i < t.ntr; i++) tr_rows[i] = t.nval + i; /* order = f(rng) only */
             for (int64_t i = t.ntr - 1; i > 0; i--) {
                 int64_t j = (int64_t)(df_rng_u64(&rr) % (uint64_t)(i + 1)), x = tr_rows[i];
                 tr_rows[i] = tr_rows[j], tr_rows[j] = x;

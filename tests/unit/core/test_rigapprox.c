@@ -1,0 +1,354 @@
+/* test_rigapprox.c — training, model file, served evaluation, bad datasets.
+ *
+ * References: the served model (df_model_evaluate, dense and sparse
+ * reconstruction, batch 1 and batch 5) is compared with an offline forward
+ * pass written here with plain loops from the model file's tensors (features,
+ * MLPs, PCA layer, anchor mini-networks, LBS), the reconstruction done by the
+ * sparse solver; training is run twice with one seed (identical files) and
+ * once interrupted + resumed from a checkpoint (identical again).
+ */
+#include "dftest.h"
+#include "df.h"
+#include "laplacian.h"
+#include "refdeformer.h"
+#include "rigapprox.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static char dir[512];
+
+static const char *path(const char *name)
+{
+    static char b[8][700];
+    static int k;
+    k = (k + 1) % 8;
+    snprintf(b[k], sizeof b[k], "%s/%s", dir, name);
+    return b[k];
+}
+
+static void small_opts(df_ratrain_opts_t *o)
+{
+    df_ratrain_opts_default(o);
+    o->n_hidden = 2, o->hidden = 24, o->anchor_hidden_layers = 2, o->anchor_width = 12;
+    o->epochs = 6, o->batch = 32, o->verbose = 0, o->anchor_frac = 0.05, o->pca_frac = 0.1;
+    o->seed = 5;
+}
+
+static unsigned char *slurp(const char *p, size_t *n)
+{
+    FILE *f = fopen(p, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    *n = (size_t)ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *b = malloc(*n + 1);
+    if (b && fread(b, 1, *n, f) != *n) { free(b); b = NULL; }
+    fclose(f);
+    return b;
+}
+
+static int same_file(const char *a, const char *b)
+{
+    size_t na = 0, nb = 0;
+    unsigned char *x = slurp(a, &na), *y = slurp(b, &nb);
+    int same = x && y && na == nb && memcmp(x, y, na) == 0;
+    free(x), free(y);
+    return same;
+}
+
+static int make_dataset(void)
+{
+    df_refrig_opts_t o;
+    df_refrig_opts_default(&o);
+    o.n_controls = 4, o.n_combos = 2;
+    df_refrig_t *r = NULL;
+    df_error_t err = {0};
+    int rc = df_refrig_tiny(8, 6, &o, &r, &err);
+    if (!rc) rc = df_refrig_write_dataset(r, 160, 11, 0, 4, path("ra_tiny.safetensors"), &err);
+    df_refrig_free(&r);
+    if (rc) fprintf(stderr, "dataset: %s\n", err.msg);
+    return rc;
+}
+
+static void test_training_reproducible(void)
+{
+    df_rigdata_t d;
+    df_error_t err = {0};
+    int rc = df_rigdata_open(path("ra_tiny.safetensors"), &d, &err);
+    DF_CHECK_MSG(rc == 0, "%s", err.msg);
+    if (rc) return;
+    df_ratrain_opts_t o;
+    small_opts(&o);
+    df_ratrain_report_t rep;
+    DF_CHECK(df_rigapprox_train(&d, &o, path("ra_a.safetensors"), &rep, &err) == 0);
+    DF_CHECK(rep.n_anchors >= 1 && rep.n_pca >= 1 && rep.epochs_run == 6);
+    DF_CHECK(df_rigapprox_train(&d, &o, path("ra_b.safetensors"), NULL, &err) == 0);
+    DF_CHECK(same_file(path("ra_a.safetensors"), path("ra_b.safetensors")));
+    /* another seed gives another model */
+    o.seed = 6;
+    DF_CHECK(df_rigapprox_train(&d, &o, path("ra_c.safetensors"), NULL, &err) == 0);
+    DF_CHECK(!same_file(path("ra_a.safetensors"), path("ra_c.safetensors")));
+    /* interrupted after the first epoch (time limit), resumed: same model */
+    o.seed = 5;
+    o.checkpoint = path("ra_ck.safetensors");
+    remove(o.checkpoint);
+    o.time_limit_s = 1e-9;
+    DF_CHECK(df_rigapprox_train(&d, &o, path("ra_d.safetensors"), &rep, &err) == 0);
+    DF_CHECK(rep.epochs_run == 1);
+    o.time_limit_s = 0;
+    o.resume = 1;
+    DF_CHECK(df_rigapprox_train(&d, &o, path("ra_d.safetensors"), &rep, &err) == 0);
+    DF_CHECK(rep.epochs_run == 6);
+    DF_CHECK(same_file(path("ra_a.safetensors"), path("ra_d.safetensors")));
+    df_rigdata_close(&d);
+}
+
+/* ---------------------------------------------------- offline reference */
+static const float *T(const df_st_t *st, const char *name)
+{
+    const df_tensor_t *t = df_st_find(st, name);
+    return t ? t->data : NULL;
+}
+
+static void mlp_loops(const df_st_t *st, const char *pre, int layers, const double *in, int nin, double *out,
+                      int *nout)
+{
+    double a[512], b[512];
+    for (int i = 0; i < nin; i++) a[i] = in[i];
+    int n = nin;
+    for (int l = 0; l < layers; l++) {
+        char nm[96];
+        snprintf(nm, sizeof nm, "%s/%d/weight", pre, l);
+        const df_tensor_t *w = df_st_find(st, nm);
+        snprintf(nm, sizeof nm, "%s/%d/bias", pre, l);
+        const float *bb = T(st, nm);
+        int no = (int)w->shape[0];
+        const float *W = w->data;
+        for (int o = 0; o < no; o++) {
+            double s = bb[o];
+            for (int i = 0; i < n; i++) s += W[o * n + i] * a[i];
+            b[o] = (l < layers - 1 && s < 0) ? 0 : s;
+        }
+        memcpy(a, b, sizeof(double) * no);
+        n = no;
+    }
+    for (int i = 0; i < n; i++) out[i] = a[i];
+    *nout = n;
+}
+
+static void offline(const df_st_t *st, const float *world, const float *ctl, float *out)
+{
+    const df_tensor_t *rp = df_st_find(st, "rest_positions"), *ib = df_st_find(st, "inverse_bind_matrices");
+    const df_tensor_t *sj = df_st_find(st, "skin_joints"), *pb = df_st_find(st, "pca_basis");
+    const df_tensor_t *av = df_st_find(st, "anchor_vertices"), *tr = df_st_find(st, "triangles");
+    int V = (int)rp->shape[0], J = (int)ib->shape[0], K = (int)sj->shape[1], P = (int)pb->shape[1];
+    int A = (int)av->shape[0], C = (int)df_st_find(st, "control_ranges")->shape[0], F = 12 * J + C;
+    const float *fm = T(st, "feature_mean"), *fs = T(st, "feature_scale");
+    double x[512], z[512];
+    for (int i = 0; i < F; i++) x[i] = ((i < 12 * J ? world[i] : ctl[i - 12 * J]) - fm[i]) * fs[i];
+    int nl = atoi(df_st_meta(st, "net_layers")), al = atoi(df_st_meta(st, "anchor_layers")), n;
+    mlp_loops(st, "net", nl, x, F, z, &n);
+    const float *U = pb->data, *mu = T(st, "pca_mean");
+    float *delta = malloc(sizeof(float) * V * 3), *nlo = malloc(sizeof(float) * V * 3);
+    for (int k = 0; k < 3 * V; k++) {
+        double s = mu[k];
+        for (int p = 0; p < P; p++) s += U[k * P + p] * z[p];
+        delta[k] = (float)s;
+    }
+    const int32_t *off = (const int32_t *)T(st, "anchor_input_offsets"), *idx = (const int32_t *)T(st, "anchor_input_index");
+    float *ap = malloc(sizeof(float) * A * 3);
+    for (int a = 0; a < A; a++) {
+        double xi[512], y[3];
+        int ni = off[a + 1] - off[a];
+        for (int i = 0; i < ni; i++) xi[i] = x[idx[off[a] + i]];
+        char pre[32];
+        snprintf(pre, sizeof pre, "anchor/%d", a);
+        mlp_loops(st, pre, al, xi, ni, y, &n);
+        for (int c = 0; c < 3; c++) ap[a * 3 + c] = (float)y[c];
+    }
+    df_lap_t *lap = NULL;
+    df_rigapprox_lap(V, rp->data, tr->shape[0], tr->data, A, av->data, atof(df_st_meta(st, "omega")), &lap, NULL);
+    double *work = malloc(sizeof(double) * V * 6);
+    df_lap_reconstruct(lap, 3, delta, ap, nlo, work);
+    df_lap_free(&lap);
+    const float *rest = rp->data, *IB = ib->data, *W = T(st, "skin_weights");
+    const int32_t *SJ = sj->data;
+    for (int v = 0; v < V; v++) {
+        double p[3] = {0, 0, 0}, q[3] = {rest[v * 3] + nlo[v * 3], rest[v * 3 + 1] + nlo[v * 3 + 1], rest[v * 3 + 2] + nlo[v * 3 + 2]};
+        for (int k = 0; k < K; k++) {
+            int j = SJ[v * K + k];
+            double w = W[v * K + k], b[3];
+            const float *I = IB + j * 12, *M = world + j * 12;
+            for (int r = 0; r < 3; r++) b[r] = I[r * 4] * q[0] + I[r * 4 + 1] * q[1] + I[r * 4 + 2] * q[2] + I[r * 4 + 3];
+            for (int r = 0; r < 3; r++) p[r] += w * (M[r * 4] * b[0] + M[r * 4 + 1] * b[1] + M[r * 4 + 2] * b[2] + M[r * 4 + 3]);
+        }
+        for (int r = 0; r < 3; r++) out[v * 3 + r] = (float)p[r];
+    }
+    free(delta), free(nlo), free(ap), free(work);
+}
+
+static void test_served_equals_offline(void)
+{
+    df_error_t err = {0};
+    df_st_t *st = NULL;
+    DF_CHECK(df_st_open(path("ra_a.safetensors"), NULL, &st, &err) == 0);
+    df_rigdata_t d;
+    DF_CHECK(df_rigdata_open(path("ra_tiny.safetensors"), &d, &err) == 0);
+    if (!st || !d.st) return;
+    int64_t V = d.nv;
+    enum { B = 5 };
+    float *ref = malloc(sizeof(float) * B * V * 3), *got = malloc(sizeof(float) * B * V * 3);
+    for (int b = 0; b < B; b++) offline(st, d.joints + b * 7 * d.nj * 12, d.controls + b * 7 * d.nc, ref + b * V * 3);
+    const char *params[2] = {"{\"reconstruction\": \"dense\"}", "{\"reconstruction\": \"sparse\"}"};
+    for (int pi = 0; pi < 2; pi++) {
+        df_model_t *m = NULL;
+        int rc = df_model_open(path("ra_a.safetensors"), "rigapprox", params[pi], NULL, &m, &err);
+        DF_CHECK_MSG(rc == 0, "%s", err.msg);
+        if (rc) continue;
+        DF_CHECK(df_model_n_vertices(m) == V);
+        int ij = df_model_find_input(m, "joint_matrices"), ic = df_model_find_input(m, "controls");
+        int op = df_model_find_output(m, "positions");
+        DF_CHECK(ij >= 0 && ic >= 0 && op >= 0);
+        df_scratch_t *sc = df_scratch_new();
+        for (int bs = 1; bs <= B; bs += B - 1) { /* batch 1 (gemv) and batch 5 */
+            memset(got, 0, sizeof(float) * B * V * 3);
+            for (int s = 0; s < B; s += bs) {
+                const float *pj[B], *pc[B];
+                float *po[B];
+                for (int b = 0; b < bs; b++) {
+                    pj[b] = d.joints + (s + b) * 7 * d.nj * 12;
+                    pc[b] = d.controls + (s + b) * 7 * d.nc;
+                    po[b] = got + (s + b) * V * 3;
+                }
+                df_batch_t bt;
+                memset(&bt, 0, sizeof bt);
+                bt.n = bs;
+                bt.in[ij] = pj, bt.in[ic] = pc, bt.out[op] = po;
+                void *mem = df_scratch_get(sc, 1);
+                (void)mem;
+                rc = df_model_evaluate(m, &bt, sc, &err);
+                DF_CHECK_MSG(rc == 0, "%s", err.msg);
+            }
+            double mx = 0;
+            for (int64_t i = 0; i < B * V * 3; i++) mx = fmax(mx, fabs(got[i] - ref[i]));
+            DF_CHECK_MSG(mx < 1e-4 * d.height, "%s batch %d: served vs offline %g", params[pi], bs, mx);
+        }
+        /* a non-finite input is refused and named */
+        float bad[12 * 64];
+        memcpy(bad, d.joints, sizeof(float) * 12 * d.nj);
+        bad[5] = NAN;
+        const float *pj[1] = {bad};
+        float *po[1] = {got};
+        df_batch_t bt;
+        memset(&bt, 0, sizeof bt);
+        bt.n = 1, bt.in[ij] = pj, bt.out[op] = po;
+        DF_CHECK(df_model_evaluate(m, &bt, sc, &err) == DF_EINVAL);
+        DF_CHECK(strstr(err.msg, "joint_matrices") != NULL);
+        df_scratch_free(&sc);
+        df_model_unref(&m);
+    }
+    free(ref), free(got);
+    df_rigdata_close(&d);
+    df_st_close(&st);
+}
+
+/* Baseline variants load and evaluate through the same kind. */
+static void test_baseline_variants(void)
+{
+    df_rigdata_t d;
+    df_error_t err = {0};
+    if (df_rigdata_open(path("ra_tiny.safetensors"), &d, &err)) return;
+    df_ratrain_opts_t o;
+    small_opts(&o);
+    int vs[3] = {DF_RA_LOCAL, DF_RA_PCALR, DF_RA_LBS};
+    for (int i = 0; i < 3; i++) {
+        o.variant = vs[i];
+        int rc = df_rigapprox_train(&d, &o, path("ra_v.safetensors"), NULL, &err);
+        DF_CHECK_MSG(rc == 0, "%s", err.msg);
+        df_model_t *m = NULL;
+        rc = df_model_open(path("ra_v.safetensors"), "rigapprox", NULL, NULL, &m, &err);
+        DF_CHECK_MSG(rc == 0, "%s", err.msg);
+        if (!m) continue;
+        float *out = malloc(sizeof(float) * d.nv * 3);
+        const float *pj[1] = {d.joints}, *pc[1] = {d.controls};
+        float *po[1] = {out};
+        df_batch_t bt;
+        memset(&bt, 0, sizeof bt);
+        bt.n = 1;
+        bt.in[df_model_find_input(m, "joint_matrices")] = pj;
+        bt.in[df_model_find_input(m, "controls")] = pc;
+        bt.out[0] = po;
+        df_scratch_t *sc = df_scratch_new();
+        DF_CHECK(df_model_evaluate(m, &bt, sc, &err) == 0);
+        /* LBS variant equals plain skinning of the rest mesh */
+        if (vs[i] == DF_RA_LBS) {
+            float *Tm = malloc(sizeof(float) * 12 * d.nv), *ref = malloc(sizeof(float) * 3 * d.nv);
+            df_rigapprox_linear(d.nv, d.nj, (int)d.k, d.invbind, d.skin_j, d.skin_w, 1, d.joints, Tm);
+            df_rigapprox_apply(d.nv, Tm, d.rest, NULL, ref);
+            double mx = 0;
+            for (int64_t k = 0; k < d.nv * 3; k++) mx = fmax(mx, fabs(ref[k] - out[k]));
+            DF_CHECK(mx < 1e-5);
+            free(Tm), free(ref);
+        }
+        free(out);
+        df_scratch_free(&sc);
+        df_model_unref(&m);
+    }
+    df_rigdata_close(&d);
+}
+
+/* Malformed datasets: each refused with a message naming the problem. */
+static void test_malformed_datasets(void)
+{
+    df_rigdata_t d;
+    df_error_t err = {0};
+    if (df_rigdata_open(path("ra_tiny.safetensors"), &d, &err)) return;
+    size_t nt = d.nt * 3, nw = d.nv * d.k, nc = d.nc * 3;
+    uint32_t *tris = malloc(sizeof(uint32_t) * nt);
+    float *w = malloc(sizeof(float) * nw), *cr = malloc(sizeof(float) * nc);
+    struct { const char *what, *expect; } cases[] = {
+        {"triangle", "triangles"}, {"weights", "sum to"}, {"range", "control_ranges"}, {"samples", "samples"},
+    };
+    for (int c = 0; c < 4; c++) {
+        df_rigdata_t e = d;
+        memcpy(tris, d.tris, sizeof(uint32_t) * nt);
+        memcpy(w, d.skin_w, sizeof(float) * nw);
+        memcpy(cr, d.ctrl_range, sizeof(float) * nc);
+        e.tris = tris, e.skin_w = w, e.ctrl_range = cr;
+        if (c == 0) tris[7] = (uint32_t)d.nv + 3;
+        if (c == 1) w[5 * d.k] += 0.5f;
+        if (c == 2) cr[1 * 3] = 2, cr[1 * 3 + 1] = 1;
+        if (c == 3) e.n = 1;
+        DF_CHECK(df_rigdata_write(&e, path("ra_bad.safetensors"), &err) == 0);
+        df_rigdata_t x;
+        int rc = df_rigdata_open(path("ra_bad.safetensors"), &x, &err);
+        DF_CHECK_MSG(rc == DF_EFORMAT && strstr(err.msg, cases[c].expect), "%s: rc %d '%s'", cases[c].what, rc, err.msg);
+        if (!rc) df_rigdata_close(&x);
+    }
+    /* not a dataset at all: a model file */
+    df_rigdata_t x;
+    int rc = df_rigdata_open(path("ra_a.safetensors"), &x, &err);
+    DF_CHECK(rc == DF_EFORMAT && strstr(err.msg, "rigdata"));
+    /* garbage bytes */
+    FILE *f = fopen(path("ra_junk.safetensors"), "wb");
+    if (f) { fputs("not a safetensors file", f); fclose(f); }
+    DF_CHECK(df_rigdata_open(path("ra_junk.safetensors"), &x, &err) < 0);
+    free(tris), free(w), free(cr);
+    df_rigdata_close(&d);
+}
+
+int main(void)
+{
+    const char *o = getenv("DF_TEST_OUT");
+    snprintf(dir, sizeof dir, "%s", o ? o : "/tmp");
+    if (make_dataset()) {
+        printf("FAIL make_dataset\n");
+        return 1;
+    }
+    DF_RUN(test_training_reproducible);
+    DF_RUN(test_served_equals_offline);
+    DF_RUN(test_baseline_variants);
+    DF_RUN(test_malformed_datasets);
+    return dftest_exit();
+}
