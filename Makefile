@@ -186,6 +186,12 @@ fuzz: fuzz-build
 	  $$f -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -print_final_stats=1 $$d \
 	     $(B)/fuzz/corpus-$$n fuzz/corpus/$$n || exit 1; done
 
+# Safetensors load/validate and float16 conversion figures (docs/model-format.md).
+.PHONY: bench-st
+bench-st: $(B)/bench/bench_safetensors
+	@DF_TEST_OUT=$${DF_TEST_OUT:-$(B)/test-out} && mkdir -p $$DF_TEST_OUT && \
+	  DF_TEST_OUT=$$DF_TEST_OUT nice $(B)/bench/bench_safetensors $(BENCH_ST_MIB)
+
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')
 

@@ -88,6 +88,9 @@ int df_dtype_parse(const char *s, df_dtype_t *out);
 /* float16 conversion (IEEE 754 binary16, round to nearest even). */
 uint16_t df_f32_to_f16(float f);
 float df_f16_to_f32(uint16_t h);
+/* Array forms (same rounding; 8 values per instruction with F16C). */
+void df_f32_to_f16_n(const float *src, uint16_t *dst, size_t n);
+void df_f16_to_f32_n(const uint16_t *src, float *dst, size_t n);
 
 #define DF_MAX_DIMS 8
 

@@ -142,6 +142,29 @@ float df_f16_to_f32(uint16_t h)
 #endif
 }
 
+void df_f32_to_f16_n(const float *src, uint16_t *dst, size_t n)
+{
+    size_t i = 0;
+#if defined(__F16C__) && defined(__AVX__)
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(dst + i),
+                         _mm256_cvtps_ph(_mm256_loadu_ps(src + i),
+                                         _MM_FROUND_TO_NEAREST_INT));
+#endif
+    for (; i < n; i++) dst[i] = df_f32_to_f16(src[i]);
+}
+
+void df_f16_to_f32_n(const uint16_t *src, float *dst, size_t n)
+{
+    size_t i = 0;
+#if defined(__F16C__) && defined(__AVX__)
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128(
+                                      (const __m128i *)(src + i))));
+#endif
+    for (; i < n; i++) dst[i] = df_f16_to_f32(src[i]);
+}
+
 int64_t df_tensor_numel(const df_tensor_t *t)
 {
     int64_t n = 1;

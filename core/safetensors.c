@@ -16,9 +16,10 @@
  * and finiteness of every F16/BF16/F32/F64 element (first bad flat index).
  * Gaps between tensors are accepted (our writer pads to 8 bytes).
  *
- * Memory: df_st_open maps files of 1 MiB or more read-only (MAP_PRIVATE) and
- * read()s smaller ones into a 64-byte aligned buffer; df_st_parse copies its
- * input into such a buffer. The contract is that tensor data is 8-byte
+ * Memory: df_st_open maps files of 1 MiB or more read-only (MAP_PRIVATE |
+ * MAP_POPULATE) and read()s smaller ones into a 64-byte aligned buffer;
+ * df_st_parse copies its input into such a buffer (pre-populated anonymous
+ * pages from 1 MiB on). The contract is that tensor data is 8-byte
  * aligned: a tensor whose address is not is copied into its own aligned
  * buffer (our writer never produces such files, others may).
  *
@@ -411,7 +412,17 @@ int df_st_parse(const void *buf, size_t len, const df_limits_t *lim,
                             (unsigned long long)lim->max_file_bytes);
     df_st_t *st = calloc(1, sizeof *st);
     if (!st) return df_error_set(err, DF_ENOMEM, "safetensors: out of memory");
-    if (posix_memalign(&st->base, 64, len ? len : 1) != 0) {
+    if (len >= MMAP_THRESHOLD) {
+        /* large copies: pre-populated anonymous pages (page-aligned) */
+        void *m = mmap(NULL, len, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+        if (m == MAP_FAILED) {
+            free(st);
+            return df_error_set(err, DF_ENOMEM, "safetensors: out of memory");
+        }
+        st->base = m;
+        st->mapped = 1;
+    } else if (posix_memalign(&st->base, 64, len ? len : 1) != 0) {
         free(st);
         return df_error_set(err, DF_ENOMEM, "safetensors: out of memory");
     }
@@ -449,7 +460,10 @@ int df_st_open(const char *path, const df_limits_t *lim, df_st_t **out,
     size_t len = (size_t)sb.st_size;
     st->len = len;
     if (len >= MMAP_THRESHOLD) {
-        void *m = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
+        /* MAP_POPULATE: one call maps every page instead of one fault per
+         * page during validation (3-20x faster on this VM, see
+         * docs/model-format.md) */
+        void *m = mmap(NULL, len, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
         if (m == MAP_FAILED) {
             int e = errno;
             close(fd);

@@ -237,6 +237,34 @@ static void test_nan_agree(void)
     DF_CHECK_MSG(bad == 0, "%d NaN conversions differ", bad);
 }
 
+/* The array forms agree with the scalar ones for every length/offset. */
+static void test_array_forms(void)
+{
+    enum { N = 1000 };
+    float f[N], back[N];
+    uint16_t h[N], h2[N];
+    for (int i = 0; i < N; i++) f[i] = bits_f(rnd());
+    f[5] = NAN;
+    f[6] = INFINITY;
+    f[7] = ldexpf(3, -25);
+    int bad = 0;
+    for (int len = 0; len < 40; len++) {
+        for (int i = 0; i < N; i++) h[i] = 0xdead;
+        df_f32_to_f16_n(f + 3, h, (size_t)len);
+        for (int i = 0; i < len; i++)
+            if (h[i] != impls[1].to16(f[3 + i])) bad++;
+        if (h[len] != 0xdead) bad++; /* no overrun */
+    }
+    df_f32_to_f16_n(f, h, N);
+    for (int i = 0; i < N; i++) h2[i] = (uint16_t)i * 67u;
+    df_f16_to_f32_n(h2, back, N);
+    for (int i = 0; i < N; i++) {
+        if (h[i] != impls[1].to16(f[i])) bad++;
+        if (f_bits(back[i]) != f_bits(impls[1].to32(h2[i]))) bad++;
+    }
+    DF_CHECK_MSG(bad == 0, "%d array conversions differ", bad);
+}
+
 static void test_limits_default(void)
 {
     df_limits_t l;
@@ -275,6 +303,7 @@ int main(void)
     DF_RUN(test_ties_to_even);
     DF_RUN(test_specials);
     DF_RUN(test_nan_agree);
+    DF_RUN(test_array_forms);
     DF_RUN(test_limits_default);
     DF_RUN(test_errors);
     return dftest_exit();
