@@ -54,11 +54,11 @@ for s, bs in B.items():
     m0 = json.load(open("%s/%s-%d-raw.json" % (out, s, bs[0])))
     print("\n### %s: %d frames x %d vertices (automatic weld: %d; hand-welded copy: %s)\n" %
           (s, m0["frames"], m0["vertices"], m0["welded"], w))
-    print("| B | input | DisPer | ERMS %% diag | MaxAvgDist %% diag | NormDistort | iters | time s |")
+    print("| B | input | DisPer | ERMS % diag | MaxAvgDist % diag | NormDistort | iters | time s |")
     print("|---|---|---|---|---|---|---|---|")
     for b in bs:
         for v, lab in (("raw", "raw (auto weld)"), ("noweld", "raw, --no-weld"), ("welded", "hand-welded copy")):
             m = json.load(open("%s/%s-%d-%s.json" % (out, s, b, v)))
-            print("| %d | %s | %.3f | %.4f | %.4f | %.4f | %d | %.2f |" % (b, lab, m["disper"], m["erms_pct"],
+            print("| %d | %s | %.3g | %.3g | %.3g | %.3g | %d | %.2f |" % (b, lab, m["disper"], m["erms_pct"],
                   m["max_avg_dist_pct"], m["norm_distort"], m["iterations"], m["seconds"]))
 PYEOF
