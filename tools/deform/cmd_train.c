@@ -7,7 +7,7 @@
  *         [--lr 1e-3] [--sgd] [--val 0.1] [--patience 20] [--seed 1]
  *         [--checkpoint FILE [--resume]] [--time-limit SECONDS] [--quiet]
  *   deform train --evaluate REPO/NAME DATA.safetensors [--reconstruction dense|sparse]
- *         [--heatmap OUT.ppm --pose I] [--errors OUT.npy]
+ *         [--heatmap OUT.ppm --pose I] [--errors OUT.npy] [--positions OUT.npy]
  *
  * Training writes REPO/NAME/config.json and REPO/NAME/1/model.safetensors
  * (kind rigapprox; docs/rigapprox.md). Evaluation loads the model through
@@ -32,7 +32,7 @@ static int usage(void)
             "         [--anchors F] [--omega W] [--epochs E] [--batch B] [--lr R] [--sgd] [--val F]\n"
             "         [--patience E] [--seed S] [--checkpoint FILE [--resume]] [--time-limit S] [--quiet]\n"
             "       deform train --evaluate REPO/NAME DATA.safetensors [--reconstruction dense|sparse]\n"
-            "         [--heatmap OUT.ppm --pose I] [--errors OUT.npy]\n");
+            "         [--heatmap OUT.ppm --pose I] [--errors OUT.npy] [--positions OUT.npy]\n");
     return 2;
 }
 
@@ -82,7 +82,7 @@ static int write_heatmap(const char *path, const float *pos, int64_t nv, const f
 }
 
 static int evaluate(const char *model_dir, const char *data, const char *recon, const char *heatmap, int pose,
-                    const char *errors_npy)
+                    const char *errors_npy, const char *pos_npy)
 {
     df_error_t err = {0};
     char repo[1024], name[256];
@@ -124,6 +124,7 @@ static int evaluate(const char *model_dir, const char *data, const char *recon, 
     float *out = malloc(sizeof(float) * BS * V * 3);
     float *verr = calloc(V, sizeof(float)); /* error of the heat-map pose */
     float *all = errors_npy ? malloc(sizeof(float) * d.n * V) : NULL;
+    float *allp = pos_npy ? malloc(sizeof(float) * d.n * V * 3) : NULL;
     df_scratch_t *sc = df_scratch_new();
     double sum = 0, mx = 0;
     for (int64_t s = 0; s < d.n && !rc; s += BS) {
@@ -147,6 +148,7 @@ static int evaluate(const char *model_dir, const char *data, const char *recon, 
         }
         for (int b = 0; b < B; b++) {
             const float *gt = d.positions + (s + b) * V * 3, *p = po[b];
+            if (allp) memcpy(allp + (s + b) * V * 3, p, sizeof(float) * V * 3);
             for (int64_t v = 0; v < V; v++) {
                 double e = sqrt((p[v * 3] - gt[v * 3]) * (p[v * 3] - gt[v * 3]) +
                                 (p[v * 3 + 1] - gt[v * 3 + 1]) * (p[v * 3 + 1] - gt[v * 3 + 1]) +
@@ -167,6 +169,10 @@ static int evaluate(const char *model_dir, const char *data, const char *recon, 
             int64_t sh[2] = {d.n, V};
             if (df_npy_write_f32(errors_npy, 2, sh, all, &err)) fprintf(stderr, "deform train: %s\n", err.msg);
         }
+        if (allp) {
+            int64_t sh[3] = {d.n, V, 3};
+            if (df_npy_write_f32(pos_npy, 3, sh, allp, &err)) fprintf(stderr, "deform train: %s\n", err.msg);
+        }
         if (heatmap && pose >= 0 && pose < d.n) {
             /* left: ground truth coloured by error; scale: 2 % of height */
             int W = 400, H = 600;
@@ -183,7 +189,7 @@ static int evaluate(const char *model_dir, const char *data, const char *recon, 
         }
     }
     df_scratch_free(&sc);
-    free(out), free(verr), free(all);
+    free(out), free(verr), free(all), free(allp);
     df_rigdata_close(&d);
     df_model_unref(&m);
     return rc ? 1 : 0;
@@ -193,7 +199,7 @@ int cmd_train(int argc, char **argv)
 {
     df_ratrain_opts_t o;
     df_ratrain_opts_default(&o);
-    const char *data = NULL, *out = NULL, *eval = NULL, *recon = NULL, *heat = NULL, *errs = NULL;
+    const char *data = NULL, *out = NULL, *eval = NULL, *recon = NULL, *heat = NULL, *errs = NULL, *posn = NULL;
     int pose = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -212,6 +218,7 @@ int cmd_train(int argc, char **argv)
         else if (!strcmp(a, "--reconstruction")) recon = v;
         else if (!strcmp(a, "--heatmap")) heat = v;
         else if (!strcmp(a, "--errors")) errs = v;
+        else if (!strcmp(a, "--positions")) posn = v;
         else if (!strcmp(a, "--pose")) pose = atoi(v);
         else if (!strcmp(a, "--variant")) {
             o.variant = !strcmp(v, "ours") ? DF_RA_OURS : !strcmp(v, "local") ? DF_RA_LOCAL
@@ -234,7 +241,7 @@ int cmd_train(int argc, char **argv)
         else if (!strcmp(a, "--time-limit")) o.time_limit_s = atof(v);
         else return usage();
     }
-    if (eval) return data ? evaluate(eval, data, recon, heat, pose, errs) : usage();
+    if (eval) return data ? evaluate(eval, data, recon, heat, pose, errs, posn) : usage();
     if (!data || !out) return usage();
     df_error_t err = {0};
     df_rigdata_t d;
