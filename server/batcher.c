@@ -378,13 +378,20 @@ int df_server_submit(df_server_t *s, df_job_t *job, df_error_t *err)
         return reject(s, job, DF_EOVERLOAD, &e, err);
     }
     p->next = NULL;
+    int was_empty = me->head == NULL;
     if (me->tail) me->tail->priv->next = job;
     else me->head = job;
     me->tail = job;
     me->q_jobs++;
     me->q_poses += p->B;
     s->inflight++;
-    pthread_cond_signal(&s->work_cv);
+    /* Wake an idle worker only when it has something new to decide: the
+     * queue became ready, or it was empty (a new due time). A worker
+     * already sleeping until this queue's due time needs no wake-up, which
+     * saves a futex round trip per request under load. */
+    if (s->n_idle > 0 &&
+        (was_empty || me->q_poses >= ld->max_batch_size || ld->max_queue_delay_us == 0))
+        pthread_cond_signal(&s->work_cv);
     pthread_mutex_unlock(&s->mu);
     return DF_OK;
 }

@@ -96,6 +96,7 @@ struct df_server {
     size_t rr;                   /* round-robin cursor */
     int ready, draining, stopping;
     int64_t inflight;            /* submitted, not yet done */
+    int n_idle;                  /* workers waiting on work_cv */
     /* job pool, guarded by pool_mu */
     pthread_mutex_t pool_mu;
     df_job_t *pool;

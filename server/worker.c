@@ -231,12 +231,14 @@ static void *worker_main(void *arg)
         df__mentry_t *me = pick(s, now, &due);
         if (!me) {
             if (s->stopping) break;
+            s->n_idle++;
             if (due == INT64_MAX) {
                 pthread_cond_wait(&s->work_cv, &s->mu);
             } else {
                 struct timespec ts = {(time_t)(due / 1000000000), (long)(due % 1000000000)};
                 pthread_cond_timedwait(&s->work_cv, &s->mu, &ts);
             }
+            s->n_idle--;
             continue;
         }
         /* form the batch */
@@ -267,7 +269,7 @@ static void *worker_main(void *arg)
             poses += q->B;
         }
         if (!me->head) me->tail = NULL;
-        if (me->head) pthread_cond_signal(&s->work_cv); /* more work for another worker */
+        if (me->head && s->n_idle > 0) pthread_cond_signal(&s->work_cv); /* more for another */
         pthread_mutex_unlock(&s->mu);
 
         while (expired) {

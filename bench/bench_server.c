@@ -1,0 +1,475 @@
+/* bench_server.c — load generator for `make bench-server` (bench/bench_server.sh).
+ *
+ *   bench_server mkrepo DIR
+ *       writes the benchmark repository: "face" — the Wuson mesh from
+ *       Debian's assimp-testmodels (OBJ/WusonOBJ.obj, 2117 vertices) with
+ *       256 smooth morph targets, so evaluation is dominated by the morph
+ *       GEMM; characters face_a (own default weights) and face_b — and
+ *       "tiny", a 120-vertex rig (characters tiny_a, tiny_b) for transport
+ *       overhead.
+ *   bench_server run --port P --proto json|bin|sock|fixed-http|fixed-sock
+ *                    --conns N --secs S --chars a,b --weights M [--pid PID]
+ *       N closed-loop connections (one request in flight each, one thread
+ *       each, raw sockets: no client library overhead), characters assigned
+ *       round-robin. Prints one line: proto, conns, requests, req/s, p50,
+ *       p99, p99.9 latency (µs), errors, and, given --pid, the server's CPU
+ *       time per request (µs) from /proc/PID/stat.
+ * Request bodies are built once per connection (random weights); each
+ * request is a single pose with `weights` [M] asking for `positions` (binary
+ * for bin/sock).
+ */
+#include "df.h"
+#include "frame.h"
+#include <arpa/inet.h>
+#include <assimp/cimport.h>
+#include <assimp/postprocess.h>
+#include <assimp/scene.h>
+#include <errno.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* ------------------------------------------------------------- mkrepo */
+
+static void wfile(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) { perror(path); exit(1); }
+    fputs(text, f);
+    fclose(f);
+}
+
+static int write_model(const char *path, int64_t nv, float *pos, int64_t nt, uint32_t *tri, int M,
+                       float amp, uint32_t seed)
+{
+    df_rigged_data_t d;
+    memset(&d, 0, sizeof d);
+    d.n_vertices = nv;
+    d.positions = pos;
+    d.n_triangles = nt;
+    d.triangles = tri;
+    d.n_morphs = M;
+    d.morph_deltas = malloc((size_t)M * (size_t)nv * 3 * sizeof(float));
+    uint32_t r = seed;
+    for (int k = 0; k < M; k++) {
+        float f[3], ph[3], a[3];
+        for (int c = 0; c < 3; c++) {
+            r = r * 1664525u + 1013904223u;
+            f[c] = 1.0f + (float)(r >> 24) / 32.0f;
+            r = r * 1664525u + 1013904223u;
+            ph[c] = (float)(r >> 16) / 10000.0f;
+            r = r * 1664525u + 1013904223u;
+            a[c] = amp * ((float)(r >> 8) / 16777216.0f - 0.5f);
+        }
+        for (int64_t v = 0; v < nv; v++)
+            for (int c = 0; c < 3; c++)
+                d.morph_deltas[((int64_t)k * nv + v) * 3 + c] =
+                    a[c] * sinf(f[c] * pos[v * 3 + (c + 1) % 3] + ph[c]);
+    }
+    d.n_joints = 1;
+    int32_t parent = -1;
+    float rt[3] = {0}, rr[4] = {0, 0, 0, 1}, rs[3] = {1, 1, 1};
+    float ib[16] = {1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1};
+    char *jn[1] = {"root"};
+    d.joint_names = jn;
+    d.parents = &parent;
+    d.rest_translations = rt;
+    d.rest_rotations = rr;
+    d.rest_scales = rs;
+    d.inverse_bind = ib;
+    d.n_influences = 1;
+    d.skin_joints = calloc((size_t)nv, sizeof(int32_t));
+    d.skin_weights = malloc((size_t)nv * sizeof(float));
+    for (int64_t v = 0; v < nv; v++) d.skin_weights[v] = 1;
+    d.skinning = "lbs";
+    df_error_t e = {0};
+    int rc = df_rigged_write(&d, path, &e);
+    if (rc) fprintf(stderr, "%s: %s\n", path, e.msg);
+    free(d.morph_deltas);
+    free(d.skin_joints);
+    free(d.skin_weights);
+    return rc;
+}
+
+static int mkrepo(const char *dir)
+{
+    const char *asset = "/usr/share/assimp/models/OBJ/WusonOBJ.obj";
+    const struct aiScene *sc = aiImportFile(asset, aiProcess_Triangulate | aiProcess_JoinIdenticalVertices);
+    if (!sc || sc->mNumMeshes < 1) {
+        fprintf(stderr, "cannot import %s\n", asset);
+        return 1;
+    }
+    const struct aiMesh *m = sc->mMeshes[0];
+    int64_t nv = m->mNumVertices, nt = 0;
+    float *pos = malloc((size_t)nv * 12);
+    uint32_t *tri = malloc((size_t)m->mNumFaces * 12);
+    for (int64_t v = 0; v < nv; v++) {
+        pos[v * 3] = m->mVertices[v].x;
+        pos[v * 3 + 1] = m->mVertices[v].y;
+        pos[v * 3 + 2] = m->mVertices[v].z;
+    }
+    for (unsigned f = 0; f < m->mNumFaces; f++)
+        if (m->mFaces[f].mNumIndices == 3) {
+            for (int k = 0; k < 3; k++) tri[nt * 3 + k] = m->mFaces[f].mIndices[k];
+            nt++;
+        }
+    char p[2048];
+    snprintf(p, sizeof p, "mkdir -p '%s/face/1' '%s/tiny/1'", dir, dir);
+    if (system(p)) return 1;
+    snprintf(p, sizeof p, "%s/face/1/model.safetensors", dir);
+    if (write_model(p, nv, pos, nt, tri, 256, 0.05f, 1)) return 1;
+    aiReleaseImport(sc);
+    /* tiny: a 10x12 grid */
+    int gx = 10, gy = 12;
+    int64_t tv = gx * gy, tt = 0;
+    float *tp = malloc((size_t)tv * 12);
+    uint32_t *ti = malloc((size_t)(gx - 1) * (gy - 1) * 24);
+    for (int y = 0; y < gy; y++)
+        for (int x = 0; x < gx; x++) {
+            tp[(y * gx + x) * 3] = (float)x / 9.0f;
+            tp[(y * gx + x) * 3 + 1] = (float)y / 11.0f;
+            tp[(y * gx + x) * 3 + 2] = 0;
+        }
+    for (int y = 0; y + 1 < gy; y++)
+        for (int x = 0; x + 1 < gx; x++) {
+            uint32_t a = (uint32_t)(y * gx + x);
+            uint32_t q[6] = {a, a + 1, a + 1 + (uint32_t)gx, a, a + 1 + (uint32_t)gx, a + (uint32_t)gx};
+            memcpy(ti + tt * 3, q, sizeof q);
+            tt += 2;
+        }
+    snprintf(p, sizeof p, "%s/tiny/1/model.safetensors", dir);
+    if (write_model(p, tv, tp, tt, ti, 4, 0.1f, 2)) return 1;
+    char w[8192];
+    size_t n = 0;
+    n += (size_t)snprintf(w + n, sizeof w - n, "{\"kind\":\"rigged\",\"max_batch_size\":64,"
+                                               "\"max_queue_delay_us\":1000,\"max_queue_length\":4096,"
+                                               "\"characters\":{\"face_a\":{\"defaults\":{\"weights\":[");
+    for (int k = 0; k < 256; k++) n += (size_t)snprintf(w + n, sizeof w - n, k ? ",%.3f" : "%.3f", 0.001 * (k % 7));
+    n += (size_t)snprintf(w + n, sizeof w - n, "]}},\"face_b\":{}}}");
+    snprintf(p, sizeof p, "%s/face/config.json", dir);
+    wfile(p, w);
+    snprintf(p, sizeof p, "%s/tiny/config.json", dir);
+    wfile(p, "{\"kind\":\"rigged\",\"max_batch_size\":64,\"max_queue_delay_us\":200,"
+             "\"max_queue_length\":4096,\"characters\":{\"tiny_a\":{},\"tiny_b\":{}}}");
+    printf("repository %s: face %lld vertices 256 morphs, tiny %lld vertices\n", dir, (long long)nv,
+           (long long)tv);
+    free(pos); free(tri); free(tp); free(ti);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- run */
+
+enum { P_JSON, P_BIN, P_SOCK, P_FHTTP, P_FSOCK };
+
+typedef struct {
+    int id, port, proto, weights;
+    const char *character;
+    double end;
+    double *lat;
+    size_t n, cap;
+    int errors;
+    char *req;
+    size_t req_len;
+    char *buf;
+    size_t buf_cap;
+} worker_t;
+
+static int connect_to(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {0};
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd, (struct sockaddr *)&a, sizeof a)) {
+        close(fd);
+        return -1;
+    }
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    return fd;
+}
+
+static int write_all(int fd, const char *p, size_t n)
+{
+    while (n) {
+        ssize_t k = write(fd, p, n);
+        if (k <= 0) {
+            if (k < 0 && errno == EINTR) continue;
+            return -1;
+        }
+        p += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+static int read_all(int fd, char *p, size_t n)
+{
+    while (n) {
+        ssize_t k = read(fd, p, n);
+        if (k <= 0) {
+            if (k < 0 && errno == EINTR) continue;
+            return -1;
+        }
+        p += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+static void build_request(worker_t *w)
+{
+    uint32_t r = 7u + (uint32_t)w->id * 31u;
+    float *wt = malloc((size_t)w->weights * sizeof(float));
+    for (int i = 0; i < w->weights; i++) {
+        r = r * 1664525u + 1013904223u;
+        wt[i] = (float)(r >> 8) / 16777216.0f;
+    }
+    size_t cap = 64 * 1024 + (size_t)w->weights * 24;
+    w->req = malloc(cap);
+    if (w->proto == P_SOCK || w->proto == P_FSOCK) {
+        df_frame_infer_t q;
+        memset(&q, 0, sizeof q);
+        q.n_poses = 1;
+        q.encoding = DF_WIRE_F32;
+        snprintf(q.character, sizeof q.character, "%s", w->character);
+        q.n_outputs = 1;
+        snprintf(q.outputs[0], DF_NAME_MAX, "positions");
+        q.n_inputs = 1;
+        df_frame_tensor_t *t = &q.inputs[0];
+        snprintf(t->name, sizeof t->name, "weights");
+        t->type = DF_DT_F32;
+        t->ndim = 2;
+        t->dims[0] = 1;
+        t->dims[1] = (uint32_t)w->weights;
+        t->data = wt;
+        t->nbytes = (size_t)w->weights * 4;
+        df_frame_buf_t fb;
+        df_frame_buf_init(&fb);
+        df_error_t e = {0};
+        if (df_frame_encode_infer(1, &q, &fb.o, &e)) {
+            fprintf(stderr, "encode: %s\n", e.msg);
+            exit(1);
+        }
+        df_frame_flatten(&fb.o, w->req);
+        w->req_len = fb.o.total;
+    } else {
+        char *body = malloc(cap);
+        size_t bl = 0;
+        int binary = w->proto != P_JSON;
+        if (!binary) {
+            bl += (size_t)sprintf(body, "{\"inputs\":[{\"name\":\"weights\",\"datatype\":\"FP32\",\"shape\":[1,%d],\"data\":[", w->weights);
+            for (int i = 0; i < w->weights; i++) bl += (size_t)sprintf(body + bl, i ? ",%.6g" : "%.6g", wt[i]);
+            bl += (size_t)sprintf(body + bl, "]}],\"outputs\":[{\"name\":\"positions\"}]}");
+        } else {
+            bl += (size_t)sprintf(body, "{\"inputs\":[{\"name\":\"weights\",\"datatype\":\"FP32\",\"shape\":[1,%d],"
+                                        "\"parameters\":{\"binary_data_size\":%d}}],\"outputs\":[{\"name\":\"positions\","
+                                        "\"parameters\":{\"binary_data\":true}}]}", w->weights, w->weights * 4);
+        }
+        size_t hl = bl;
+        if (binary) {
+            memcpy(body + bl, wt, (size_t)w->weights * 4);
+            bl += (size_t)w->weights * 4;
+        }
+        size_t n = (size_t)sprintf(w->req, "POST /v2/models/%s/infer HTTP/1.1\r\nHost: bench\r\n"
+                                           "Content-Length: %zu\r\n", w->character, bl);
+        if (binary) n += (size_t)sprintf(w->req + n, "Inference-Header-Content-Length: %zu\r\n", hl);
+        n += (size_t)sprintf(w->req + n, "\r\n");
+        memcpy(w->req + n, body, bl);
+        w->req_len = n + bl;
+        free(body);
+    }
+    free(wt);
+}
+
+/* One HTTP response: returns status or -1. */
+static int http_response(worker_t *w, int fd)
+{
+    size_t have = 0;
+    char *hend = NULL;
+    for (;;) {
+        if (have + 4096 > w->buf_cap) {
+            w->buf_cap = w->buf_cap * 2 + 65536;
+            w->buf = realloc(w->buf, w->buf_cap);
+        }
+        ssize_t k = read(fd, w->buf + have, w->buf_cap - have - 1);
+        if (k <= 0) return -1;
+        have += (size_t)k;
+        w->buf[have] = 0;
+        hend = strstr(w->buf, "\r\n\r\n");
+        if (hend) break;
+    }
+    int status = atoi(w->buf + 9);
+    char *cl = strcasestr(w->buf, "\r\ncontent-length:");
+    if (!cl || cl > hend) return -1;
+    size_t len = (size_t)atol(cl + 17);
+    size_t hdr = (size_t)(hend + 4 - w->buf);
+    size_t total = hdr + len;
+    if (total + 1 > w->buf_cap) {
+        w->buf_cap = total + 65536;
+        w->buf = realloc(w->buf, w->buf_cap);
+    }
+    if (have < total && read_all(fd, w->buf + have, total - have)) return -1;
+    if (have > total) return -1; /* no pipelining here */
+    return status;
+}
+
+static void *worker_main(void *arg)
+{
+    worker_t *w = arg;
+    build_request(w);
+    int fd = connect_to(w->port);
+    if (fd < 0) {
+        w->errors++;
+        return NULL;
+    }
+    uint64_t id = 1;
+    char hdr[24];
+    while (now_s() < w->end) {
+        double t0 = now_s();
+        int ok;
+        if (w->proto == P_SOCK || w->proto == P_FSOCK) {
+            memcpy(w->req + 12, &id, 8);
+            id++;
+            if (write_all(fd, w->req, w->req_len) || read_all(fd, hdr, 24)) { w->errors++; break; }
+            uint32_t len;
+            uint16_t type;
+            memcpy(&len, hdr + 20, 4);
+            memcpy(&type, hdr + 6, 2);
+            if (len + 8 > w->buf_cap) {
+                w->buf_cap = len + 65536;
+                w->buf = realloc(w->buf, w->buf_cap);
+            }
+            if (read_all(fd, w->buf, len)) { w->errors++; break; }
+            ok = type == DF_FT_RESULT;
+        } else {
+            if (write_all(fd, w->req, w->req_len)) { w->errors++; break; }
+            int st = http_response(w, fd);
+            if (st < 0) { w->errors++; break; }
+            ok = st == 200;
+        }
+        double t1 = now_s();
+        if (!ok) {
+            w->errors++;
+            if (w->errors < 3) fprintf(stderr, "error response: %.200s\n", w->buf);
+            continue;
+        }
+        if (w->n == w->cap) {
+            w->cap = w->cap * 2 + 4096;
+            w->lat = realloc(w->lat, w->cap * sizeof(double));
+        }
+        w->lat[w->n++] = (t1 - t0) * 1e6;
+    }
+    close(fd);
+    return NULL;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double proc_cpu_s(int pid)
+{
+    if (pid <= 0) return 0;
+    char p[64], buf[4096];
+    snprintf(p, sizeof p, "/proc/%d/stat", pid);
+    FILE *f = fopen(p, "r");
+    if (!f) return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    char *s = strrchr(buf, ')');
+    if (!s) return 0;
+    unsigned long ut = 0, st = 0;
+    /* fields after ')': state(3) ... utime(14) stime(15) */
+    sscanf(s + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st);
+    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+static int run(int argc, char **argv)
+{
+    int port = 0, conns = 16, pid = 0, weights = 4, proto = P_BIN;
+    double secs = 5;
+    const char *chars = "tiny_a,tiny_b", *pname = "bin";
+    for (int i = 2; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--port")) port = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--conns")) conns = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--secs")) secs = atof(argv[i + 1]);
+        else if (!strcmp(argv[i], "--pid")) pid = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--weights")) weights = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--chars")) chars = argv[i + 1];
+        else if (!strcmp(argv[i], "--proto")) {
+            pname = argv[i + 1];
+            proto = !strcmp(pname, "json") ? P_JSON : !strcmp(pname, "bin") ? P_BIN
+                  : !strcmp(pname, "sock") ? P_SOCK : !strcmp(pname, "fixed-http") ? P_FHTTP
+                  : !strcmp(pname, "fixed-sock") ? P_FSOCK : -1;
+            if (proto < 0) { fprintf(stderr, "unknown proto %s\n", pname); return 2; }
+        } else { fprintf(stderr, "unknown option %s\n", argv[i]); return 2; }
+    }
+    char *cl = strdup(chars), *names[64];
+    int nn = 0;
+    for (char *t = strtok(cl, ","); t && nn < 64; t = strtok(NULL, ",")) names[nn++] = t;
+    worker_t *w = calloc((size_t)conns, sizeof *w);
+    pthread_t *th = calloc((size_t)conns, sizeof *th);
+    double t0 = now_s(), c0 = proc_cpu_s(pid);
+    for (int i = 0; i < conns; i++) {
+        w[i] = (worker_t){.id = i, .port = port, .proto = proto, .weights = weights,
+                          .character = names[i % nn], .end = t0 + secs};
+        pthread_create(&th[i], NULL, worker_main, &w[i]);
+    }
+    size_t total = 0;
+    int errors = 0;
+    for (int i = 0; i < conns; i++) {
+        pthread_join(th[i], NULL);
+        total += w[i].n;
+        errors += w[i].errors;
+    }
+    double el = now_s() - t0, c1 = proc_cpu_s(pid);
+    double *all = malloc((total ? total : 1) * sizeof(double));
+    size_t k = 0;
+    for (int i = 0; i < conns; i++) {
+        memcpy(all + k, w[i].lat, w[i].n * sizeof(double));
+        k += w[i].n;
+        free(w[i].lat);
+        free(w[i].req);
+        free(w[i].buf);
+    }
+    qsort(all, total, sizeof(double), cmp_d);
+#define PCT(p) (total ? all[(size_t)((double)(total - 1) * (p))] : 0)
+    printf("%-10s conns=%-3d reqs=%-8zu rps=%-9.0f p50=%-7.0f p99=%-7.0f p99.9=%-7.0f errors=%d cpu_us_per_req=%.1f\n",
+           pname, conns, total, (double)total / el, PCT(0.5), PCT(0.99), PCT(0.999), errors,
+           pid > 0 && total ? (c1 - c0) * 1e6 / (double)total : 0.0);
+    free(all);
+    free(w);
+    free(th);
+    free(cl);
+    return errors > 0 && total == 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc >= 3 && !strcmp(argv[1], "mkrepo")) return mkrepo(argv[2]);
+    if (argc >= 2 && !strcmp(argv[1], "run")) return run(argc, argv);
+    fprintf(stderr, "usage: bench_server mkrepo DIR | run --port P --proto json|bin|sock|fixed-http|fixed-sock "
+                    "--conns N --secs S --chars a,b --weights M [--pid PID]\n");
+    return 2;
+}
