@@ -14,7 +14,8 @@
  * limit), offsets ([begin,end] integers inside the data area, byte size equal
  * to numel * dtype size), overlaps (entries sorted by begin), tensor count,
  * and finiteness of every F16/BF16/F32/F64 element (first bad flat index).
- * Gaps between tensors are accepted (our writer pads to 8 bytes).
+ * Gaps between tensors are accepted (the reference implementation refuses
+ * them; our writer never makes them).
  *
  * Memory: df_st_open maps files of 1 MiB or more read-only (MAP_PRIVATE |
  * MAP_POPULATE) and read()s smaller ones into a 64-byte aligned buffer;
@@ -23,9 +24,11 @@
  * aligned: a tensor whose address is not is copied into its own aligned
  * buffer (our writer never produces such files, others may).
  *
- * The writer keeps copies of the tensors, lays them out in insertion order
- * at 8-byte aligned offsets, pads the header with spaces so the data area
- * starts 8-aligned, and writes <path>.tmp then renames it over <path>.
+ * The writer keeps copies of the tensors, pads the header with spaces so the
+ * data area starts 8-aligned, and lays the tensors out without gaps (as the
+ * reference implementation requires) in an order that keeps the large ones
+ * at 8-aligned offsets (plan_layout); the header lists them in insertion
+ * order. It writes <path>.tmp, fsyncs, and renames it over <path>.
  */
 #include "df.h"
 
@@ -676,15 +679,85 @@ static int write_all(FILE *f, const void *p, size_t n)
     return n == 0 || fwrite(p, 1, n, f) == n;
 }
 
+/* Data layout without gaps (the reference implementation refuses files whose
+ * tensors do not tile the data area), keeping the big tensors 8-aligned:
+ * at an aligned offset take the largest remaining tensor; at a misaligned
+ * one take the smallest tensor that restores alignment (or the smallest).
+ * order[k] is the k-th tensor in the data area; off[i] its offset. */
+typedef struct {
+    size_t nbytes, idx;
+} size_idx_t;
+
+static int cmp_size_desc(const void *a, const void *b)
+{
+    const size_idx_t *x = a, *y = b;
+    int xa = x->nbytes % 8 == 0, ya = y->nbytes % 8 == 0;
+    if (xa != ya) return ya - xa; /* multiples of 8 first */
+    if (x->nbytes != y->nbytes) return x->nbytes < y->nbytes ? 1 : -1;
+    return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+static int plan_layout(const df_st_writer_t *w, size_t *order, uint64_t *off)
+{
+    if (w->n > 4096) { /* the greedy pass is quadratic: sort instead */
+        size_idx_t *v = malloc(w->n * sizeof *v);
+        if (!v) return DF_ENOMEM;
+        for (size_t i = 0; i < w->n; i++) v[i] = (size_idx_t){w->e[i].nbytes, i};
+        qsort(v, w->n, sizeof *v, cmp_size_desc);
+        uint64_t cur = 0;
+        for (size_t k = 0; k < w->n; k++) {
+            order[k] = v[k].idx;
+            off[v[k].idx] = cur;
+            cur += v[k].nbytes;
+        }
+        free(v);
+        return DF_OK;
+    }
+    char *used = calloc(w->n ? w->n : 1, 1);
+    if (!used) return DF_ENOMEM;
+    uint64_t cur = 0;
+    for (size_t k = 0; k < w->n; k++) {
+        size_t best = (size_t)-1;
+        for (size_t i = 0; i < w->n; i++) {
+            if (used[i]) continue;
+            size_t nb = w->e[i].nbytes;
+            if (best == (size_t)-1) { best = i; continue; }
+            size_t bb = w->e[best].nbytes;
+            if (cur % 8 == 0) {
+                if (nb > bb) best = i;
+            } else {
+                int fi = (cur + nb) % 8 == 0, fb = (cur + bb) % 8 == 0;
+                if (fi > fb || (fi == fb && nb < bb)) best = i;
+            }
+        }
+        used[best] = 1;
+        order[k] = best;
+        off[best] = cur;
+        cur += w->e[best].nbytes;
+    }
+    free(used);
+    return DF_OK;
+}
+
 int df_st_writer_save(df_st_writer_t *w, const char *path, df_error_t *err)
 {
     if (!w || !path) return df_error_set(err, DF_EINVAL, "st writer: NULL argument");
+    size_t *order = malloc((w->n ? w->n : 1) * sizeof *order);
+    uint64_t *offs = malloc((w->n ? w->n : 1) * sizeof *offs);
+    if (!order || !offs || plan_layout(w, order, offs) != DF_OK) {
+        free(order);
+        free(offs);
+        return df_error_set(err, DF_ENOMEM, "st writer: out of memory");
+    }
     json_t *root = json_object();
-    if (!root) return df_error_set(err, DF_ENOMEM, "out of memory");
+    if (!root) {
+        free(order);
+        free(offs);
+        return df_error_set(err, DF_ENOMEM, "out of memory");
+    }
     int rc = DF_OK;
     if (json_object_size(w->meta) > 0)
         json_object_set(root, "__metadata__", w->meta);
-    uint64_t off = 0;
     for (size_t i = 0; i < w->n; i++) {
         w_entry_t *e = &w->e[i];
         json_t *shape = json_array();
@@ -692,17 +765,22 @@ int df_st_writer_save(df_st_writer_t *w, const char *path, df_error_t *err)
             json_array_append_new(shape, json_integer(e->shape[d]));
         json_t *ent = json_pack("{s:s, s:o, s:[I,I]}", "dtype",
                                 df_dtype_name(e->dt), "shape", shape,
-                                "data_offsets", (json_int_t)off,
-                                (json_int_t)(off + e->nbytes));
+                                "data_offsets", (json_int_t)offs[i],
+                                (json_int_t)(offs[i] + e->nbytes));
         if (!ent || json_object_set_new(root, e->name, ent) != 0) {
             json_decref(root);
+            free(order);
+            free(offs);
             return df_error_set(err, DF_ENOMEM, "st writer: out of memory");
         }
-        off = (off + e->nbytes + 7) & ~(uint64_t)7;
     }
+    free(offs);
     char *hdr = json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER);
     json_decref(root);
-    if (!hdr) return df_error_set(err, DF_ENOMEM, "st writer: out of memory");
+    if (!hdr) {
+        free(order);
+        return df_error_set(err, DF_ENOMEM, "st writer: out of memory");
+    }
     size_t hl = strlen(hdr);
     size_t pad = (8 - (8 + hl) % 8) % 8;
     uint64_t hlen = hl + pad;
@@ -711,7 +789,11 @@ int df_st_writer_save(df_st_writer_t *w, const char *path, df_error_t *err)
 
     size_t plen = strlen(path) + 5;
     char *tmp = malloc(plen);
-    if (!tmp) { free(hdr); return df_error_set(err, DF_ENOMEM, "out of memory"); }
+    if (!tmp) {
+        free(hdr);
+        free(order);
+        return df_error_set(err, DF_ENOMEM, "out of memory");
+    }
     snprintf(tmp, plen, "%s.tmp", path);
     FILE *f = fopen(tmp, "wb");
     if (!f) {
@@ -719,19 +801,10 @@ int df_st_writer_save(df_st_writer_t *w, const char *path, df_error_t *err)
         goto out;
     }
     static const char spaces[8] = "       ";
-    static const unsigned char zeros[8] = {0};
     int ok = write_all(f, lenb, 8) && write_all(f, hdr, hl) &&
              write_all(f, spaces, pad);
-    uint64_t pos = 0;
-    for (size_t i = 0; ok && i < w->n; i++) {
-        ok = write_all(f, w->e[i].data, w->e[i].nbytes);
-        pos += w->e[i].nbytes;
-        size_t zp = (size_t)(((pos + 7) & ~(uint64_t)7) - pos);
-        if (ok && i + 1 < w->n) {
-            ok = write_all(f, zeros, zp);
-            pos += zp;
-        }
-    }
+    for (size_t k = 0; ok && k < w->n; k++)
+        ok = write_all(f, w->e[order[k]].data, w->e[order[k]].nbytes);
     if (fflush(f) != 0) ok = 0;
     if (ok && fsync(fileno(f)) != 0) ok = 0;
     if (fclose(f) != 0) ok = 0;
@@ -746,6 +819,7 @@ int df_st_writer_save(df_st_writer_t *w, const char *path, df_error_t *err)
         unlink(tmp);
     }
 out:
+    free(order);
     free(tmp);
     free(hdr);
     return rc;

@@ -351,6 +351,134 @@ static void fill_float(df_dtype_t dt, void *p, size_t numel)
     }
 }
 
+static int cmp_span(const void *a, const void *b)
+{
+    const long long *x = a, *y = b;
+    return x[0] < y[0] ? -1 : x[0] > y[0];
+}
+
+static void check_tiling(long long (*spans)[2], int n, uint64_t data_len)
+{
+    qsort(spans, (size_t)n, sizeof spans[0], cmp_span);
+    long long cur = 0;
+    for (int i = 0; i < n; i++) {
+        DF_CHECK_MSG(spans[i][0] == cur, "gap or overlap at %lld (expected %lld)",
+                     spans[i][0], cur);
+        cur = spans[i][1];
+    }
+    DF_CHECK((uint64_t)cur == data_len);
+}
+
+/* A model-like set of tensors: sizes that are 4 mod 8 (odd N) must not push
+ * the big ones off 8-byte alignment, and there are no gaps. Also the sorted
+ * layout used beyond 4096 tensors. */
+static void test_writer_layout(void)
+{
+    enum { N = 5 };
+    float pos[N * 3] = {0}, md[4 * N * 3] = {0};
+    int32_t tri[3 * 3] = {0}, sj[N * 4] = {0};
+    int64_t s_pos[2] = {N, 3}, s_md[3] = {4, N, 3}, s_tri[2] = {3, 3}, s_sj[2] = {N, 4};
+    uint8_t flag = 1;
+    int64_t one = 1;
+    df_st_writer_t *w = df_st_writer_new();
+    df_st_writer_add(w, "positions", DF_DT_F32, 2, s_pos, pos);     /* 60 B */
+    df_st_writer_add(w, "flag", DF_DT_U8, 1, &one, &flag);          /* 1 B */
+    df_st_writer_add(w, "normals", DF_DT_F32, 2, s_pos, pos);       /* 60 B */
+    df_st_writer_add(w, "triangles", DF_DT_I32, 2, s_tri, tri);     /* 36 B */
+    df_st_writer_add(w, "morph_deltas", DF_DT_F32, 3, s_md, md);    /* 240 B */
+    df_st_writer_add(w, "skin_joints", DF_DT_I32, 2, s_sj, sj);     /* 80 B */
+    char path[1200];
+    snprintf(path, sizeof path, "%s/layout.safetensors", outdir);
+    df_error_t e = {0};
+    DF_CHECK(df_st_writer_save(w, path, &e) == DF_OK);
+    df_st_writer_free(&w);
+    FILE *f = fopen(path, "rb");
+    unsigned char buf[4096];
+    size_t n = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    uint64_t hl = 0;
+    for (int i = 7; i >= 0; i--) hl = hl << 8 | buf[i];
+    json_t *root = json_loadb((const char *)buf + 8, hl, 0, NULL);
+    const char *names[6] = {"positions", "flag", "normals", "triangles", "morph_deltas",
+                            "skin_joints"};
+    long long spans[6][2];
+    int aligned_ok = 1;
+    for (int i = 0; i < 6; i++) {
+        json_t *o = json_object_get(json_object_get(root, names[i]), "data_offsets");
+        spans[i][0] = json_integer_value(json_array_get(o, 0));
+        spans[i][1] = json_integer_value(json_array_get(o, 1));
+        /* the big ones and the 8-multiples stay aligned; so does one of
+         * each pair of 4-mod-8 tensors */
+        if ((i == 4 || i == 5) && spans[i][0] % 8) aligned_ok = 0;
+    }
+    DF_CHECK(aligned_ok);
+    int mis = 0;
+    for (int i = 0; i < 6; i++) mis += spans[i][0] % 8 != 0;
+    DF_CHECK_MSG(mis <= 2, "%d misaligned tensors", mis);
+    /* header keeps insertion order */
+    const char *k;
+    json_t *v;
+    int idx = 0, order_ok = 1;
+    json_object_foreach(root, k, v) {
+        if (idx < 6 && strcmp(k, names[idx]) != 0) order_ok = 0;
+        idx++;
+    }
+    DF_CHECK(order_ok && idx == 6);
+    json_decref(root);
+    check_tiling(spans, 6, n - 8 - hl);
+    df_st_t *st = NULL;
+    DF_CHECK(df_st_parse(buf, n, NULL, &st, &e) == DF_OK);
+    for (size_t i = 0; st && i < df_st_count(st); i++)
+        DF_CHECK((uintptr_t)df_st_at(st, i)->data % 8 == 0);
+    df_st_close(&st);
+
+    /* many tensors: the sorted layout, still gap-free */
+    w = df_st_writer_new();
+    enum { MANY = 5000 };
+    for (int i = 0; i < MANY; i++) {
+        char nm[32];
+        snprintf(nm, sizeof nm, "t%d", i);
+        int64_t len = 1 + i % 7;
+        float vals[7] = {0};
+        DF_CHECK(df_st_writer_add(w, nm, DF_DT_F32, 1, &len, vals) == DF_OK);
+    }
+    snprintf(path, sizeof path, "%s/many.safetensors", outdir);
+    DF_CHECK(df_st_writer_save(w, path, &e) == DF_OK);
+    df_st_writer_free(&w);
+    DF_CHECK_MSG(df_st_open(path, NULL, &st, &e) == DF_OK, "%s", e.msg);
+    if (st) {
+        uint64_t total = 0;
+        for (size_t i = 0; i < df_st_count(st); i++) total += df_st_at(st, i)->nbytes;
+        DF_CHECK(df_st_count(st) == MANY);
+        /* offsets are not exposed by the reader: recheck tiling from file */
+        df_st_close(&st);
+        f = fopen(path, "rb");
+        fseek(f, 0, SEEK_END);
+        long L = ftell(f);
+        fseek(f, 0, SEEK_SET);
+        unsigned char *b = malloc((size_t)L);
+        DF_CHECK(fread(b, 1, (size_t)L, f) == (size_t)L);
+        fclose(f);
+        hl = 0;
+        for (int i = 7; i >= 0; i--) hl = hl << 8 | b[i];
+        root = json_loadb((const char *)b + 8, hl, 0, NULL);
+        long long(*sp2)[2] = malloc(MANY * sizeof *sp2);
+        int m = 0;
+        json_object_foreach(root, k, v) {
+            json_t *o = json_object_get(v, "data_offsets");
+            sp2[m][0] = json_integer_value(json_array_get(o, 0));
+            sp2[m][1] = json_integer_value(json_array_get(o, 1));
+            m++;
+        }
+        DF_CHECK(m == MANY);
+        check_tiling(sp2, m, (uint64_t)L - 8 - hl);
+        DF_CHECK(total == (uint64_t)L - 8 - hl);
+        json_decref(root);
+        free(sp2);
+        free(b);
+    }
+}
+
 static void test_roundtrip_all_dtypes(void)
 {
     char path[1200];
@@ -359,6 +487,7 @@ static void test_roundtrip_all_dtypes(void)
     DF_CHECK(w != NULL);
     unsigned char *bufs[DF_DT_COUNT];
     int64_t shapes[DF_DT_COUNT][3];
+    long long spans[DF_DT_COUNT][2];
     for (int d = 0; d < DF_DT_COUNT; d++) {
         /* odd sizes so offsets need padding to stay 8-aligned */
         shapes[d][0] = 3;
@@ -426,13 +555,22 @@ static void test_roundtrip_all_dtypes(void)
         json_int_t b1 = json_integer_value(json_array_get(off, 1));
         size_t nb = (size_t)(shapes[d][0] * shapes[d][1] * shapes[d][2]) *
                     df_dtype_size((df_dtype_t)d);
-        DF_CHECK(b0 % 8 == 0 && (size_t)(b1 - b0) == nb);
+        DF_CHECK((size_t)(b1 - b0) == nb);
+        spans[d][0] = b0;
+        spans[d][1] = b1;
         DF_CHECK(memcmp(file + 8 + hl + b0, bufs[d], nb) == 0);
         for (int k = 0; k < 3; k++)
             DF_CHECK(json_integer_value(json_array_get(json_object_get(ent, "shape"), k)) ==
                      shapes[d][k]);
     }
     json_decref(root);
+    /* the reference implementation's rule: sorted by offset, the tensors
+     * tile the data area exactly (no gaps); and the largest is 8-aligned */
+    check_tiling(spans, DF_DT_COUNT, (uint64_t)flen - 8 - hl);
+    int big = 0;
+    for (int d = 1; d < DF_DT_COUNT; d++)
+        if (spans[d][1] - spans[d][0] > spans[big][1] - spans[big][0]) big = d;
+    DF_CHECK(spans[big][0] % 8 == 0);
 
     /* and through the reader, from the file and from memory */
     for (int mode = 0; mode < 2; mode++) {
@@ -496,7 +634,8 @@ static void test_large_mmap(void)
         fclose(f);
         DF_CHECK(truncate(path, L - 4) == 0);
         DF_CHECK(df_st_open(path, NULL, &st, &e) == DF_EFORMAT);
-        DF_CHECK_MSG(strstr(e.msg, "'big'") && strstr(e.msg, path), "%s", e.msg);
+        /* the writer put 'big' first, 'odd' at the end */
+        DF_CHECK_MSG(strstr(e.msg, "'odd'") && strstr(e.msg, path), "%s", e.msg);
     }
     free(v);
 }
@@ -666,6 +805,7 @@ int main(void)
     DF_RUN(test_malformed);
     DF_RUN(test_accepts_edge_cases);
     DF_RUN(test_roundtrip_all_dtypes);
+    DF_RUN(test_writer_layout);
     DF_RUN(test_large_mmap);
     DF_RUN(test_truncations);
     DF_RUN(test_mutations);
