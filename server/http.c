@@ -43,6 +43,9 @@ struct df_http {
     const df_config_t *cfg;
     struct MHD_Daemon *d;
     df_ks_limits_t lim;
+    pthread_mutex_t pool_mu;     /* request contexts for reuse */
+    struct req *pool;
+    int pool_n;
 };
 
 enum route {
@@ -68,7 +71,72 @@ typedef struct req {
     int suspended, finished;   /* guarded by mu */
     df_ks_buf_t out;           /* response body (JSON header, glb) */
     struct MHD_IoVec iov[1 + DF_MAX_IO];
+    struct req *next;          /* pool link */
 } req_t;
+
+#define REQ_POOL_MAX 512
+#define REQ_KEEP_BYTES (4u << 20) /* larger buffers are not kept */
+
+/* A request context from the pool: its body, arena and output buffers are
+ * kept between requests, so steady traffic allocates nothing here. */
+static req_t *req_get(df_http_t *h)
+{
+    pthread_mutex_lock(&h->pool_mu);
+    req_t *q = h->pool;
+    if (q) {
+        h->pool = q->next;
+        h->pool_n--;
+    }
+    pthread_mutex_unlock(&h->pool_mu);
+    if (!q) {
+        q = calloc(1, sizeof *q);
+        if (!q) return NULL;
+        pthread_mutex_init(&q->mu, NULL);
+    }
+    q->h = h;
+    q->route = 0;
+    q->is_post = q->is_get = q->is_options = 0;
+    q->name[0] = q->path[0] = 0;
+    q->glb = 0;
+    q->len = 0;
+    q->header_len = 0;
+    q->too_big = 0;
+    q->job = NULL;
+    q->suspended = q->finished = 0;
+    df_ks_buf_reset(&q->out);
+    q->next = NULL;
+    return q;
+}
+
+static void req_destroy(req_t *q)
+{
+    df_ks_request_free(&q->kreq);
+    df_ks_buf_free(&q->out);
+    free(q->body);
+    pthread_mutex_destroy(&q->mu);
+    free(q);
+}
+
+static void req_put(df_http_t *h, req_t *q)
+{
+    if (q->job) df_job_free(&q->job);
+    if (q->cap > REQ_KEEP_BYTES) {
+        free(q->body);
+        q->body = NULL;
+        q->cap = 0;
+    }
+    if (q->kreq.arena_cap * sizeof(float) > REQ_KEEP_BYTES) df_ks_request_free(&q->kreq);
+    if (q->out.cap > REQ_KEEP_BYTES) df_ks_buf_free(&q->out);
+    pthread_mutex_lock(&h->pool_mu);
+    if (h->pool_n < REQ_POOL_MAX) {
+        q->next = h->pool;
+        h->pool = q;
+        h->pool_n++;
+        q = NULL;
+    }
+    pthread_mutex_unlock(&h->pool_mu);
+    if (q) req_destroy(q);
+}
 
 /* ------------------------------------------------------------ responses */
 
@@ -600,7 +668,13 @@ static enum MHD_Result dispatch(req_t *q)
     case R_POSE_GLB:
         if (q->is_get && q->route == R_POSE_GLB && !q->len) {
             /* GET pose.glb: empty request (defaults / clip via query) */
-            q->body = strdup("{}");
+            if (q->cap < 3) {
+                char *nb = realloc(q->body, 64);
+                if (!nb) return send_error(q, 500, "out of memory");
+                q->body = nb;
+                q->cap = 64;
+            }
+            memcpy(q->body, "{}", 3);
             q->len = 2;
         }
         return start_infer(q);
@@ -631,11 +705,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     df_http_t *h = cls;
     req_t *q = *con_cls;
     if (!q) {
-        q = calloc(1, sizeof *q);
+        q = req_get(h);
         if (!q) return MHD_NO;
-        q->h = h;
         q->conn = conn;
-        pthread_mutex_init(&q->mu, NULL);
         *con_cls = q;
         q->is_post = !strcmp(method, "POST");
         q->is_get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
@@ -728,15 +800,9 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     req_t *q = *con_cls;
     if (!q) return;
     *con_cls = NULL;
-    if (q->job) {
-        /* the job must be finished: the connection was resumed by done() */
-        df_job_free(&q->job);
-    }
-    df_ks_request_free(&q->kreq);
-    df_ks_buf_free(&q->out);
-    free(q->body);
-    pthread_mutex_destroy(&q->mu);
-    free(q);
+    /* a submitted job is finished here: the connection was resumed by done()
+     * and the response sent (or the client went away) */
+    req_put(q->h, q);
 }
 
 static void mhd_log(void *cls, const char *fmt, va_list ap)
@@ -755,6 +821,7 @@ int df_http_start(df_server_t *s, const df_config_t *cfg, df_http_t **out, int *
     if (!h) return df_error_set(err, DF_ENOMEM, "out of memory");
     h->srv = s;
     h->cfg = cfg;
+    pthread_mutex_init(&h->pool_mu, NULL);
     df_ks_limits_default(&h->lim);
     h->lim.max_depth = cfg->max_json_depth;
     h->lim.max_elements = cfg->max_json_elements;
@@ -812,5 +879,11 @@ void df_http_stop(df_http_t **ph)
     *ph = NULL;
     if (!h) return;
     if (h->d) MHD_stop_daemon(h->d);
+    while (h->pool) {
+        req_t *q = h->pool;
+        h->pool = q->next;
+        req_destroy(q);
+    }
+    pthread_mutex_destroy(&h->pool_mu);
     free(h);
 }
