@@ -409,8 +409,10 @@ static void on_job_done(df_job_t *job, void *user)
     if (s->done_tail) s->done_tail->next = r;
     else s->done_head = r;
     s->done_tail = r;
-    pthread_mutex_unlock(&s->mu);
+    /* under mu: df_sock_stop sets `stopped` under mu before the handle
+     * closes, so no send can race with the close */
     uv_async_send(&s->done_async);
+    pthread_mutex_unlock(&s->mu);
 }
 
 /* Inputs from a clip sampled at each pose's time, for the model inputs the
