@@ -149,10 +149,15 @@ ubsan:
 tsan:
 	@$(MAKE) --no-print-directory B=build/tsan BIN=build/tsan/bin OPT="-O1" SAN="-fsanitize=thread" test-only
 
-bench: bench-core
+bench: bench-core bench-server
 
 bench-core: all $(BENCH_BINS)
 	@bench/run_core.sh
+
+# deformd vs fixed-reply servers, batching on/off (bench/bench_server.sh)
+.PHONY: bench-server
+bench-server: all $(BENCH_BINS)
+	@B=$(B) BIN=$(BIN) bench/bench_server.sh
 
 # Skinning decomposition: time and ERMS per iteration, weights vs transforms
 # step, 1 and 2 threads (docs/decompose.md).
