@@ -62,6 +62,8 @@ typedef struct req {
     size_t cap, got;
     float *clipbuf;          /* sampled clip inputs, grow-only */
     size_t clipcap;
+    void *encbuf;            /* int16 re-encoding (rare), grow-only */
+    size_t enccap;
     df_job_t *job;           /* while submitted / being written */
     char *json;              /* INFO answer (owned) */
     int close_after;         /* close the connection once written */
@@ -169,9 +171,19 @@ static void req_put(df_sock_t *s, req_t *r)
     } else {
         free(r->payload);
         free(r->clipbuf);
+        free(r->encbuf);
         free(r);
     }
     conn_unref(c);
+}
+
+static int grow_enc(req_t *r, size_t n)
+{
+    void *p = realloc(r->encbuf, n);
+    if (!p) return -1;
+    r->encbuf = p;
+    r->enccap = n;
+    return 0;
 }
 
 static int req_reserve(req_t *r, size_t n)
@@ -559,6 +571,11 @@ static void finish_job(df_sock_t *s, req_t *r)
     memset(&res, 0, offsetof(df_frame_result_t, outputs));
     res.n_poses = (uint32_t)(job->batch > 0 ? job->batch : 1);
     res.n_outputs = job->n_outputs;
+    size_t enc_need = 0, enc_used = 0;
+    for (int o = 0; o < job->n_outputs; o++)
+        if (job->outputs[o].encoding == DF_ENC_I16 && job->outputs[o].quant.comps != 1 &&
+            job->outputs[o].quant.comps != 3)
+            enc_need += job->outputs[o].nbytes;
     for (int o = 0; o < job->n_outputs; o++) {
         const df_job_output_t *jo = &job->outputs[o];
         df_frame_tensor_t *t = &res.outputs[o];
@@ -571,17 +588,24 @@ static void finish_job(df_sock_t *s, req_t *r)
         t->data = jo->bytes;
         t->nbytes = jo->nbytes;
         if (t->type == DF_WIRE_I16) {
-            int comps = jo->quant.comps;
+            df_quant_t q1 = jo->quant;
+            int comps = q1.comps;
             if (comps != 1 && comps != 3) {
-                char msg[160];
-                snprintf(msg, sizeof msg,
-                         "output \"%s\": int16 with %d components is not expressible on the "
-                         "socket (use float16)", jo->name, comps);
-                return req_error(r, DF_EUNSUPPORTED, msg);
+                /* the wire carries 3 channels or 1: re-encode this output
+                 * with one range (docs/protocol.md) from the job's floats */
+                size_t n = jo->nbytes / 2;
+                if (!jo->f32 || (enc_used + n * 2 > r->enccap && grow_enc(r, enc_need)))
+                    return req_error(r, DF_ENOMEM, "out of memory re-encoding int16");
+                int16_t *dst = (int16_t *)((char *)r->encbuf + enc_used);
+                df_quant_from_data(jo->f32, n, 1, &q1);
+                df_encode_i16(jo->f32, n, &q1, dst);
+                t->data = dst;
+                enc_used += n * 2;
+                comps = 1;
             }
             for (int k = 0; k < 3; k++) {
-                t->scale[k] = jo->quant.scale[comps == 3 ? k : 0];
-                t->offset[k] = jo->quant.offset[comps == 3 ? k : 0];
+                t->scale[k] = q1.scale[comps == 3 ? k : 0];
+                t->offset[k] = q1.offset[comps == 3 ? k : 0];
             }
         }
     }
@@ -936,6 +960,7 @@ void df_sock_stop(df_sock_t **ps)
         s->pool = p->next;
         free(p->payload);
         free(p->clipbuf);
+        free(p->encbuf);
         free(p);
     }
     /* with jobs still inside the engine, their callbacks will read s: keep it */
