@@ -384,9 +384,9 @@ void df__skin_lbs(const df__skin_t *s, const float *mats, const float *pos,
 
 /* ------------------------------------------------------------------- DQS */
 
-void df__skin_dqs(const df__skin_t *s, const float *dq, const float *lin,
-                  const float *pos, const float *nrm, float *out_pos,
-                  float *out_nrm)
+static void dqs_scalar(const df__skin_t *s, const float *dq, const float *lin,
+                       const float *pos, const float *nrm, float *out_pos,
+                       float *out_nrm)
 {
     for (int64_t b = 0; b < s->nblocks; b++) {
         const int kb = s->kb[b];
@@ -460,4 +460,195 @@ void df__skin_dqs(const df__skin_t *s, const float *dq, const float *lin,
             }
         }
     }
+}
+
+/* Phase 1 of DQS for one vertex: blended scale/shear applied to p and n. */
+static inline void dqs_lin(const float *lin, const int32_t *jv, const float *wv,
+                           int kb, float p[3], float nn[3])
+{
+    float m[12] = {0};
+    for (int q = 0; q < kb; q++) {
+        const float *l = lin + 16 * (size_t)jv[q];
+        for (int e = 0; e < 12; e++) m[e] += wv[q] * l[e];
+    }
+    float t[3], u[3];
+    for (int r = 0; r < 3; r++) {
+        t[r] = m[r] * p[0] + m[4 + r] * p[1] + m[8 + r] * p[2];
+        u[r] = m[r] * nn[0] + m[4 + r] * nn[1] + m[8 + r] * nn[2];
+    }
+    memcpy(p, t, 3 * sizeof(float));
+    memcpy(nn, u, 3 * sizeof(float));
+}
+
+#ifdef DF__SKIN_HAVE_AVX2
+/* 8x8 transpose: r[i] = row i in, r[c] = column c out. */
+static inline void transpose8(__m256 *r)
+{
+    __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+    __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+    __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+    __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+    __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+    __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+    __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+    __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+    r[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
+    r[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
+    r[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
+    r[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
+    r[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
+    r[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
+    r[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
+    r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
+}
+
+/* DQS, 8 vertices at a time: each vertex's DQ blend is one 8-wide FMA per
+ * influence (AoS); the block's 8 blended DQs are transposed so that the
+ * DQ -> [R|t] conversion, the transform and the normalisation run once per
+ * 8 vertices (SoA). */
+static void dqs_avx2(const df__skin_t *s, const float *dq, const float *lin,
+                     const float *pos, const float *nrm, float *out_pos,
+                     float *out_nrm)
+{
+    float tq[64] __attribute__((aligned(32)));
+    float P[6][8] __attribute__((aligned(32)));  /* px py pz nx ny nz */
+    float O[6][8] __attribute__((aligned(32)));
+    const __m256 one = _mm256_set1_ps(1.0f), two = _mm256_set1_ps(2.0f),
+                 tiny = _mm256_set1_ps(1e-30f), half = _mm256_set1_ps(0.5f),
+                 three = _mm256_set1_ps(3.0f);
+    const int64_t n = s->n;
+    for (int64_t b = 0; b < s->nblocks; b++) {
+        const int kb = s->kb[b];
+        const int32_t *J = s->joints + s->off[b];
+        const float *W = s->weights + s->off[b];
+        int64_t v0 = b * DF__SKIN_BLOCK;
+        int cnt = (int)(n - v0 < DF__SKIN_BLOCK ? n - v0 : DF__SKIN_BLOCK);
+        if (cnt < DF__SKIN_BLOCK) {
+            memset(tq, 0, sizeof tq);
+            memset(P, 0, sizeof P);
+        }
+        for (int i = 0; i < cnt; i++) {
+            int64_t v = v0 + i;
+            const int32_t *jv = J + i * kb;
+            const float *wv = W + i * kb;
+            float p[3] = {pos[3 * v], pos[3 * v + 1], pos[3 * v + 2]};
+            float nn[3] = {0, 0, 0};
+            if (out_nrm) {
+                nn[0] = nrm[3 * v];
+                nn[1] = nrm[3 * v + 1];
+                nn[2] = nrm[3 * v + 2];
+            }
+            if (lin) dqs_lin(lin, jv, wv, kb, p, nn);
+            for (int c = 0; c < 3; c++) {
+                P[c][i] = p[c];
+                P[3 + c][i] = nn[c];
+            }
+            const float *d0 = dq + 8 * (size_t)jv[0];
+            __m256 acc = _mm256_mul_ps(_mm256_set1_ps(wv[0]), _mm256_loadu_ps(d0));
+            for (int q = 1; q < kb; q++) {
+                const float *dk = dq + 8 * (size_t)jv[q];
+                float dot = d0[0] * dk[0] + d0[1] * dk[1] + d0[2] * dk[2] +
+                            d0[3] * dk[3];
+                float w = dot < 0 ? -wv[q] : wv[q];
+                acc = _mm256_fmadd_ps(_mm256_set1_ps(w), _mm256_loadu_ps(dk), acc);
+            }
+            _mm256_store_ps(tq + 8 * i, acc);
+        }
+        __m256 r[8];
+        for (int c = 0; c < 8; c++) r[c] = _mm256_load_ps(tq + 8 * c);
+        transpose8(r);
+        __m256 x = r[0], y = r[1], z = r[2], w = r[3];
+        __m256 n2 = _mm256_fmadd_ps(x, x, _mm256_mul_ps(y, y));
+        n2 = _mm256_fmadd_ps(z, z, n2);
+        n2 = _mm256_max_ps(_mm256_fmadd_ps(w, w, n2), tiny);
+        __m256 s2 = _mm256_div_ps(two, n2);
+        __m256 xx = _mm256_mul_ps(x, x), yy = _mm256_mul_ps(y, y),
+               zz = _mm256_mul_ps(z, z), xy = _mm256_mul_ps(x, y),
+               xz = _mm256_mul_ps(x, z), yz = _mm256_mul_ps(y, z),
+               wx = _mm256_mul_ps(w, x), wy = _mm256_mul_ps(w, y),
+               wz = _mm256_mul_ps(w, z);
+        __m256 R0 = _mm256_fnmadd_ps(s2, _mm256_add_ps(yy, zz), one);
+        __m256 R1 = _mm256_mul_ps(s2, _mm256_sub_ps(xy, wz));
+        __m256 R2 = _mm256_mul_ps(s2, _mm256_add_ps(xz, wy));
+        __m256 R3 = _mm256_mul_ps(s2, _mm256_add_ps(xy, wz));
+        __m256 R4 = _mm256_fnmadd_ps(s2, _mm256_add_ps(xx, zz), one);
+        __m256 R5 = _mm256_mul_ps(s2, _mm256_sub_ps(yz, wx));
+        __m256 R6 = _mm256_mul_ps(s2, _mm256_sub_ps(xz, wy));
+        __m256 R7 = _mm256_mul_ps(s2, _mm256_add_ps(yz, wx));
+        __m256 R8 = _mm256_fnmadd_ps(s2, _mm256_add_ps(xx, yy), one);
+        __m256 dx = r[4], dy = r[5], dz = r[6], dw = r[7];
+        /* t = 2 (w d - dw r + r x d) / |r|^2 */
+        __m256 tx = _mm256_mul_ps(s2, _mm256_sub_ps(
+            _mm256_fmadd_ps(w, dx, _mm256_fmsub_ps(y, dz, _mm256_mul_ps(z, dy))),
+            _mm256_mul_ps(dw, x)));
+        __m256 ty = _mm256_mul_ps(s2, _mm256_sub_ps(
+            _mm256_fmadd_ps(w, dy, _mm256_fmsub_ps(z, dx, _mm256_mul_ps(x, dz))),
+            _mm256_mul_ps(dw, y)));
+        __m256 tz = _mm256_mul_ps(s2, _mm256_sub_ps(
+            _mm256_fmadd_ps(w, dz, _mm256_fmsub_ps(x, dy, _mm256_mul_ps(y, dx))),
+            _mm256_mul_ps(dw, z)));
+        __m256 px = _mm256_load_ps(P[0]), py = _mm256_load_ps(P[1]),
+               pz = _mm256_load_ps(P[2]);
+        _mm256_store_ps(O[0], _mm256_fmadd_ps(R0, px, _mm256_fmadd_ps(R1, py, _mm256_fmadd_ps(R2, pz, tx))));
+        _mm256_store_ps(O[1], _mm256_fmadd_ps(R3, px, _mm256_fmadd_ps(R4, py, _mm256_fmadd_ps(R5, pz, ty))));
+        _mm256_store_ps(O[2], _mm256_fmadd_ps(R6, px, _mm256_fmadd_ps(R7, py, _mm256_fmadd_ps(R8, pz, tz))));
+        if (out_nrm) {
+            __m256 nx = _mm256_load_ps(P[3]), ny = _mm256_load_ps(P[4]),
+                   nz = _mm256_load_ps(P[5]);
+            __m256 ox = _mm256_fmadd_ps(R0, nx, _mm256_fmadd_ps(R1, ny, _mm256_mul_ps(R2, nz)));
+            __m256 oy = _mm256_fmadd_ps(R3, nx, _mm256_fmadd_ps(R4, ny, _mm256_mul_ps(R5, nz)));
+            __m256 oz = _mm256_fmadd_ps(R6, nx, _mm256_fmadd_ps(R7, ny, _mm256_mul_ps(R8, nz)));
+            __m256 l2 = _mm256_fmadd_ps(ox, ox, _mm256_fmadd_ps(oy, oy, _mm256_mul_ps(oz, oz)));
+            l2 = _mm256_max_ps(l2, tiny);
+            __m256 ys = _mm256_rsqrt_ps(l2);
+            ys = _mm256_mul_ps(_mm256_mul_ps(half, ys),
+                               _mm256_fnmadd_ps(_mm256_mul_ps(l2, ys), ys, three));
+            _mm256_store_ps(O[3], _mm256_mul_ps(ox, ys));
+            _mm256_store_ps(O[4], _mm256_mul_ps(oy, ys));
+            _mm256_store_ps(O[5], _mm256_mul_ps(oz, ys));
+        }
+        for (int i = 0; i < cnt; i++) {
+            float *op = out_pos + 3 * (v0 + i);
+            op[0] = O[0][i];
+            op[1] = O[1][i];
+            op[2] = O[2][i];
+        }
+        if (out_nrm)
+            for (int i = 0; i < cnt; i++) {
+                float *on = out_nrm + 3 * (v0 + i);
+                on[0] = O[3][i];
+                on[1] = O[4][i];
+                on[2] = O[5][i];
+            }
+    }
+}
+#endif
+
+int df__skin_dqs_impl(int impl, const df__skin_t *s, const float *dq,
+                      const float *lin, const float *pos, const float *nrm,
+                      float *out_pos, float *out_nrm)
+{
+    switch (impl) {
+    case DF__SKIN_SCALAR:
+        dqs_scalar(s, dq, lin, pos, nrm, out_pos, out_nrm);
+        return 0;
+#ifdef DF__SKIN_HAVE_AVX2
+    case DF__SKIN_AVX2:
+        dqs_avx2(s, dq, lin, pos, nrm, out_pos, out_nrm);
+        return 0;
+#endif
+    default:
+        return -1;
+    }
+}
+
+void df__skin_dqs(const df__skin_t *s, const float *dq, const float *lin,
+                  const float *pos, const float *nrm, float *out_pos,
+                  float *out_nrm)
+{
+#ifdef DF__SKIN_HAVE_AVX2
+    dqs_avx2(s, dq, lin, pos, nrm, out_pos, out_nrm);
+#else
+    dqs_scalar(s, dq, lin, pos, nrm, out_pos, out_nrm);
+#endif
 }

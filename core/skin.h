@@ -77,4 +77,10 @@ void df__skin_dqs(const df__skin_t *s, const float *dq, const float *lin,
                   const float *pos, const float *nrm, float *out_pos,
                   float *out_nrm);
 
+/* A specific DQS implementation (scalar, or AVX2 = 8 vertices per register
+ * after the blend); -1 when not compiled in. df__skin_dqs picks the widest. */
+int df__skin_dqs_impl(int impl, const df__skin_t *s, const float *dq,
+                      const float *lin, const float *pos, const float *nrm,
+                      float *out_pos, float *out_nrm);
+
 #endif

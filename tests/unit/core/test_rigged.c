@@ -830,6 +830,67 @@ static void test_dqs_scaled_joints(void)
     src_free(&s);
 }
 
+static void test_dqs_kernels_agree(void)
+{
+    /* the scalar fallback and the vectorised DQS kernel on the same data
+     * (the model tests above go through the default, widest kernel) */
+    int64_t N = 1003, J = 12;
+    for (int K = 1; K <= 8; K += 3) {
+        model_src_t s;
+        make_model(&s, N, 10, 0, J, K, 0, 0.3);
+        df__skin_t sk;
+        DF_CHECK(df__skin_build(&sk, N, K, s.d.skin_joints, s.d.skin_weights) == 0);
+        float *dq = malloc(J * 32), *lin = NULL;
+        DF_CHECK(posix_memalign((void **)&lin, 64, J * 64) == 0);
+        for (int64_t j = 0; j < J; j++) {
+            float q[4], t[3] = {(float)srand1(), (float)srand1(), (float)srand1()};
+            rand_quat(q);
+            df_dq_from_qt(q, t, dq + 8 * j);
+            float m[12] = {0};
+            for (int r = 0; r < 3; r++) {
+                for (int c = 0; c < 3; c++)
+                    m[4 * r + c] = (r == c ? 1.0f : 0.0f) + (float)(0.2 * srand1());
+            }
+            df__skin_pack(m, lin + 16 * j);
+        }
+        float *pin = calloc(N * 3 + 4, 4), *nin = calloc(N * 3 + 4, 4);
+        memcpy(pin, s.d.positions, N * 12);
+        memcpy(nin, s.d.normals, N * 12);
+        float *p0 = malloc(N * 12), *n0 = malloc(N * 12), *p1 = malloc(N * 12),
+              *n1 = malloc(N * 12);
+        for (int withlin = 0; withlin <= 1; withlin++) {
+            const float *L = withlin ? lin : NULL;
+            DF_CHECK(df__skin_dqs_impl(DF__SKIN_SCALAR, &sk, dq, L, pin, nin, p0, n0) == 0);
+            for (int impl = 1; impl < 3; impl++) {
+                if (df__skin_dqs_impl(impl, &sk, dq, L, pin, nin, p1, n1) < 0) continue;
+                double ep = 0, en = 0;
+                for (int64_t i = 0; i < N * 3; i++) {
+                    ep = fmax(ep, fabs(p0[i] - p1[i]));
+                    en = fmax(en, fabs(n0[i] - n1[i]));
+                }
+                DF_CHECK_MSG(ep < 2e-5 && en < 1e-5, "K=%d lin=%d %s: %g %g", K,
+                             withlin, df__skin_impl_name(impl), ep, en);
+                /* positions only */
+                DF_CHECK(df__skin_dqs_impl(impl, &sk, dq, L, pin, NULL, p1, NULL) == 0);
+                ep = 0;
+                for (int64_t i = 0; i < N * 3; i++) ep = fmax(ep, fabs(p0[i] - p1[i]));
+                DF_CHECK_MSG(ep < 2e-5, "K=%d %s positions-only %g", K,
+                             df__skin_impl_name(impl), ep);
+            }
+        }
+        free(p0);
+        free(n0);
+        free(p1);
+        free(n1);
+        free(pin);
+        free(nin);
+        free(dq);
+        free(lin);
+        df__skin_free(&sk);
+        src_free(&s);
+    }
+}
+
 static void naive_morph(const df_rigged_data_t *d, const float *w, double *out)
 {
     int64_t N = d->n_vertices;
@@ -1185,6 +1246,7 @@ int main(void)
     DF_RUN(test_dqs_vs_reference);
     DF_RUN(test_dqs_equals_lbs_single_influence);
     DF_RUN(test_dqs_scaled_joints);
+    DF_RUN(test_dqs_kernels_agree);
     DF_RUN(test_morph_gemm_and_batch);
     DF_RUN(test_per_pose_flags);
     DF_RUN(test_bad_pose_inputs);
