@@ -336,7 +336,9 @@ static void test_encodings(void)
             for (int i = 0; i < N * 3; i++) {
                 double d = fabs((double)t->data[i] - want[i]), tol;
                 if (e == 0) tol = fabs(want[i]) * (1.0 / 2048) + 6e-8;
-                else tol = t->scale[i % 3] * 0.5 * 1.0001 + fabs(want[i]) * 1.2e-7;
+                else /* scale/2, plus float rounding of (v-offset)/scale and offset+scale*q */
+                    tol = t->scale[i % 3] * 0.5 +
+                          (fabs(want[i]) + fabs(t->offset[i % 3]) + t->scale[i % 3] * 32767) * 1.2e-7;
                 if (!(d <= tol)) bad++;
                 double rel = d / (e == 0 ? fabs(want[i]) + 1e-30 : t->scale[i % 3]);
                 if (want == ref && rel > worst) worst = rel;
