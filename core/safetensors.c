@@ -681,8 +681,10 @@ static int write_all(FILE *f, const void *p, size_t n)
 
 /* Data layout without gaps (the reference implementation refuses files whose
  * tensors do not tile the data area), keeping the big tensors 8-aligned:
- * at an aligned offset take the largest remaining tensor; at a misaligned
- * one take the smallest tensor that restores alignment (or the smallest).
+ * at an aligned offset take the largest remaining tensor whose size is a
+ * multiple of 8 (so all of those are aligned), then the largest other one;
+ * at a misaligned offset take the smallest tensor that restores alignment
+ * (or the smallest).
  * order[k] is the k-th tensor in the data area; off[i] its offset. */
 typedef struct {
     size_t nbytes, idx;
@@ -723,8 +725,9 @@ static int plan_layout(const df_st_writer_t *w, size_t *order, uint64_t *off)
             size_t nb = w->e[i].nbytes;
             if (best == (size_t)-1) { best = i; continue; }
             size_t bb = w->e[best].nbytes;
-            if (cur % 8 == 0) {
-                if (nb > bb) best = i;
+            if (cur % 8 == 0) { /* multiples of 8 first: all stay aligned */
+                int mi = nb % 8 == 0, mb = bb % 8 == 0;
+                if (mi > mb || (mi == mb && nb > bb)) best = i;
             } else {
                 int fi = (cur + nb) % 8 == 0, fb = (cur + bb) % 8 == 0;
                 if (fi > fb || (fi == fb && nb < bb)) best = i;

@@ -410,6 +410,7 @@ static void test_writer_layout(void)
         /* the big ones and the 8-multiples stay aligned; so does one of
          * each pair of 4-mod-8 tensors */
         if ((i == 4 || i == 5) && spans[i][0] % 8) aligned_ok = 0;
+        if ((spans[i][1] - spans[i][0]) % 8 == 0 && spans[i][0] % 8) aligned_ok = 0;
     }
     DF_CHECK(aligned_ok);
     int mis = 0;
@@ -431,6 +432,36 @@ static void test_writer_layout(void)
     for (size_t i = 0; st && i < df_st_count(st); i++)
         DF_CHECK((uintptr_t)df_st_at(st, i)->data % 8 == 0);
     df_st_close(&st);
+
+    /* sizes 2, 16, 4, 24: the multiples of 8 come first and stay aligned */
+    {
+        w = df_st_writer_new();
+        uint8_t z[24] = {0};
+        int64_t l2 = 2, l16 = 16, l4 = 4, l24 = 24;
+        df_st_writer_add(w, "two", DF_DT_U8, 1, &l2, z);
+        df_st_writer_add(w, "sixteen", DF_DT_U8, 1, &l16, z);
+        df_st_writer_add(w, "four", DF_DT_U8, 1, &l4, z);
+        df_st_writer_add(w, "twentyfour", DF_DT_U8, 1, &l24, z);
+        snprintf(path, sizeof path, "%s/layout2.safetensors", outdir);
+        DF_CHECK(df_st_writer_save(w, path, &e) == DF_OK);
+        df_st_writer_free(&w);
+        f = fopen(path, "rb");
+        n = fread(buf, 1, sizeof buf, f);
+        fclose(f);
+        hl = 0;
+        for (int i = 7; i >= 0; i--) hl = hl << 8 | buf[i];
+        root = json_loadb((const char *)buf + 8, hl, 0, NULL);
+        long long sp[4][2];
+        const char *nm[4] = {"two", "sixteen", "four", "twentyfour"};
+        for (int i = 0; i < 4; i++) {
+            json_t *o = json_object_get(json_object_get(root, nm[i]), "data_offsets");
+            sp[i][0] = json_integer_value(json_array_get(o, 0));
+            sp[i][1] = json_integer_value(json_array_get(o, 1));
+        }
+        DF_CHECK(sp[1][0] % 8 == 0 && sp[3][0] % 8 == 0);
+        json_decref(root);
+        check_tiling(sp, 4, n - 8 - hl);
+    }
 
     /* many tensors: the sorted layout, still gap-free */
     w = df_st_writer_new();
