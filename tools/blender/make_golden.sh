@@ -13,6 +13,7 @@ cd "$(dirname "$0")/../.."
 OUT=${1:-tests/data/golden}
 M=/usr/share/assimp/models
 PY=/usr/bin/python3
+DEFORM=${BIN:-bin}/deform
 W=$(mktemp -d /tmp/df-golden.XXXXXX)
 trap 'rm -rf "$W"' EXIT
 mkdir -p "$OUT"
@@ -20,16 +21,16 @@ golden() { # REL_ASSET BLENDER_INPUT NAME FRAMES
     local rel=$1 in=$2 name=$3 frames=$4
     blender -b --factory-startup --python tools/blender/bake.py -- "$in" "$W/bake_$name" --frames keys \
         2>&1 | grep -E '^bake' || { echo "bake of $in failed" >&2; exit 1; }
-    bin/deform import "$M/$rel" --repository "$W/repo" --name "$name" >/dev/null
-    bin/deform eval "$W/repo/$name" --rest --out "$W/rest_$name.npy" >/dev/null
+    "$DEFORM" import "$M/$rel" --repository "$W/repo" --name "$name" >/dev/null
+    "$DEFORM" eval "$W/repo/$name" --rest --out "$W/rest_$name.npy" >/dev/null
     mkdir -p "$W/f0_$name"
     local first clips
-    clips=$(bin/deform info "$W/repo/$name" | sed -n '/^clips:/,$p' | tail -n +2 | awk '{print $1}' | paste -sd, -)
+    clips=$("$DEFORM" info "$W/repo/$name" | sed -n '/^clips:/,$p' | tail -n +2 | awk '{print $1}' | paste -sd, -)
     # frame 0 of Blender's first clip, evaluated by us, for the fallback matching
     first=$($PY -c "import json,sys; i=json.load(open('$W/bake_$name/index.json')); print(i['clips'][0]['file'])")
     fclip=$($PY -c "import json; m=json.load(open('$W/bake_$name/$first.json')); c=m['clip']; n='$clips'.split(','); print(next((x for x in n if x==c or c.endswith('|'+x)), n[0]))")
     ftime=$($PY -c "import json; print(json.load(open('$W/bake_$name/$first.json'))['times'][0])")
-    bin/deform eval "$W/repo/$name" --clip "$fclip" --times "$ftime" --out "$W/f0_$name/$first.npy" >/dev/null
+    "$DEFORM" eval "$W/repo/$name" --clip "$fclip" --times "$ftime" --out "$W/f0_$name/$first.npy" >/dev/null
     $PY tools/blender/golden.py "$W/bake_$name" "$W/rest_$name.npy" "$W/f0_$name" "$OUT" \
         --asset "$rel" --frames "$frames" --prefix "$name" --clip-names "$clips"
 }
