@@ -13,6 +13,7 @@
 #include "dftest.h"
 #include "df.h"
 #include "mathx.h"
+#include "rigged_internal.h"
 #include "skin.h"
 
 #include <stdint.h>
@@ -426,6 +427,27 @@ static void test_fk_chain_hand_computed(void)
     df_model_t *m = NULL;
     DF_CHECK_MSG(df_model_open(p, "rigged", NULL, NULL, &m, &err) == 0, "%s", err.msg);
     if (!m) return;
+    /* world matrices from FK against hand-written ones: Rz(90) at the
+     * root, then +1 along the root's x (= world y) per joint */
+    {
+        const df__rig_t *r = m->impl;
+        float world[36], skin[36];
+        df__rig_skin_matrices(r, NULL, NULL, NULL, world, skin);
+        const float hand[36] = {0, -1, 0, 0, 1, 0, 0, 0, 0, 0, 1, 0,
+                                0, -1, 0, 0, 1, 0, 0, 1, 0, 0, 1, 0,
+                                0, -1, 0, 0, 1, 0, 0, 2, 0, 0, 1, 0};
+        for (int i = 0; i < 36; i++) {
+            DF_CHECK_NEAR(world[i], hand[i], 1e-6);
+            DF_CHECK_NEAR(skin[i], hand[i], 1e-6); /* identity inverse binds */
+        }
+        /* j1 posed by Rz(90): j1 world = Rz(180) at (0,1,0); j2 = Rz(180)
+         * at (-1,1,0) */
+        float rq2[12] = {0, 0, c, c, 0, 0, c, c, 0, 0, 0, 1};
+        df__rig_skin_matrices(r, rq2, NULL, NULL, world, skin);
+        const float hand2[24] = {-1, 0, 0, 0, 0, -1, 0, 1, 0, 0, 1, 0,
+                                 -1, 0, 0, -1, 0, -1, 0, 1, 0, 0, 1, 0};
+        for (int i = 0; i < 24; i++) DF_CHECK_NEAR(world[12 + i], hand2[i], 1e-6);
+    }
     df_scratch_t *sc = df_scratch_new();
     float out[9], nrm[9];
     float *po[1] = {out}, *no[1] = {nrm};
