@@ -383,6 +383,15 @@ static void test_rest_pose_identity(void)
     df_error_t err;
     DF_CHECK(eval(m, 1, NULL, NULL, NULL, NULL, pp, NULL, NULL, sc, &err) == 0);
     for (int i = 0; i < 303; i++) DF_CHECK_NEAR(pos[i], s.d.positions[i], 1e-5);
+    /* normals only (no positions requested): rest normals at rest pose */
+    float *nrm = malloc(101 * 12);
+    float *nn[1] = {nrm};
+    DF_CHECK(eval(m, 1, NULL, NULL, NULL, NULL, NULL, nn, NULL, sc, &err) == 0);
+    for (int i = 0; i < 303; i++) DF_CHECK_NEAR(nrm[i], s.d.normals[i], 1e-5);
+    uint32_t fd[1] = {DF_POSE_DQS};
+    DF_CHECK(eval(m, 1, NULL, NULL, NULL, NULL, NULL, nn, fd, sc, &err) == 0);
+    for (int i = 0; i < 303; i++) DF_CHECK_NEAR(nrm[i], s.d.normals[i], 1e-5);
+    free(nrm);
     free(pos);
     df_scratch_free(&sc);
     df_model_unref(&m);
