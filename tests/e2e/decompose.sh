@@ -118,14 +118,14 @@ EOF
 grep -q 'clip/0/matrices *F32 *\[20,5,12\]' "$T/rig_info.log" \
     && ok dec-raw-clip-matrices || { cat "$T/rig_info.log"; fail dec-raw-clip-matrices; }
 
-# 2 threads give the same fit (same partition-independent math up to rounding)
+# 2 threads give the same fit (only the summation order of reductions differs)
 "$D" decompose "$T/rig.safetensors" --bones 5 --max-influences 4 --iters 100 --tol 1e-5 \
     --threads 2 --repository "$REPO" --name rig2 --metrics-json "$T/rig2.json" >"$T/rig2.log" 2>&1 \
     && "$PY" - "$T/rig.json" "$T/rig2.json" <<'EOF' && ok dec-raw-two-threads || { cat "$T/rig2.log"; fail dec-raw-two-threads; }
 import json, sys
 a, b = (json.load(open(p)) for p in sys.argv[1:3])
 print("1 thread %g %%, 2 threads %g %%" % (a["erms_pct"], b["erms_pct"]))
-sys.exit(0 if b["erms_pct"] < 0.01 else 1)
+sys.exit(0 if abs(a["erms_pct"] - b["erms_pct"]) <= 1e-6 * a["erms_pct"] and b["erms_pct"] < 0.01 else 1)
 EOF
 
 # ---------------------------------------------------------------- OBJ frames
