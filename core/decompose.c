@@ -40,6 +40,7 @@ void df_decompose_opts_default(df_decompose_opts_t *o)
     o->weld_tol = 1e-5;
     o->init_iterations = 20;
     o->n_workers = 1;
+    o->max_bytes = (uint64_t)8 << 30;
 }
 
 void df__dc_pfor(df__dc_t *d, int64_t n, df_range_body_cb body, void *arg)
@@ -320,6 +321,15 @@ int df_decompose_fit(const df_decompose_input_t *in, const df_decompose_opts_t *
     for (int r = 0; r < 3; r++) d->center[r] = 0.5 * (lo[r] + hi[r]);
     d->scale = diag;
 
+    /* working set: trajectories, Z and A, per-worker accumulators */
+    double need = 8.0 * ((double)N * F3 + 2.0 * N * B4 + (double)d->nw * (B4 + F3) * B4 +
+                         3.0 * F3 * B4 + 2.0 * B4 * B4);
+    if (o.max_bytes > 0 && need > (double)o.max_bytes)
+        return df_error_set(err, DF_ELIMIT,
+                            "decompose: %lld frames x %lld vertices with %d bones needs %.1f GiB "
+                            "of working memory, above the limit of %.1f GiB (fewer frames: "
+                            "--frames / --fps)", (long long)F, (long long)N, d->B,
+                            need / 1073741824.0, (double)o.max_bytes / 1073741824.0);
     rc = DF_ENOMEM;
     d->X = malloc(sizeof(double) * N * F3);
     d->V = malloc(sizeof(double) * N * 4);

@@ -81,7 +81,9 @@ typedef struct df_decompose_opts {
     double weld_tol;        /* relative to the bbox diagonal; default 1e-5 */
     int init_iterations;    /* rigid-cluster reassignment rounds; 20 */
     int n_candidates;       /* candidate bones per vertex; default
-                               min(B, max(2K, 12)) */
+                               min(B, max(2K, 12)), at most 32 */
+    uint64_t max_bytes;     /* refuse (DF_ELIMIT) when the working set would
+                               exceed this; default 8 GiB, 0 = no limit */
     /* optional parallelism (NULL: serial, n_workers = 1) */
     df_parallel_for_cb parallel_for;
     void *parallel_user;

@@ -368,6 +368,11 @@ static void test_malformed(void)
     DF_CHECK_MSG(strstr(err.msg, "coincide"), "%s", err.msg);
     free(flat);
 
+    o.max_bytes = 1000; /* working-set limit */
+    DF_CHECK(df_decompose_fit(&in, &o, NULL, &r, &err) == DF_ELIMIT && !r);
+    DF_CHECK_MSG(strstr(err.msg, "GiB of working memory"), "%s", err.msg);
+    o.max_bytes = 0;
+
     /* metrics refuse bad triangles too */
     df_decompose_metrics_t m;
     DF_CHECK(df_decompose_metrics(s.F, s.N, s.frames, s.frames, 1, (uint32_t[]){0, 1, 99999}, 0,
