@@ -154,6 +154,11 @@ bench: bench-core bench-server
 bench-core: all $(BENCH_BINS)
 	@bench/run_core.sh
 
+# rigapprox: served throughput vs PyTorch, weight-streaming floor, reconstruction crossover
+.PHONY: bench-rigapprox
+bench-rigapprox: all $(B)/bench/bench_rigapprox
+	@B=$(B) BIN=$(BIN) bench/run_rigapprox.sh
+
 # deformd vs fixed-reply servers, batching on/off (bench/bench_server.sh)
 .PHONY: bench-server
 bench-server: all $(BENCH_BINS)

@@ -1,0 +1,102 @@
+#!/usr/bin/env python3
+"""bench_rigapprox_torch.py — the PyTorch side of `make bench-rigapprox`.
+
+Runs the same rigapprox chain as core/kind_rigapprox.c (dense-folded
+reconstruction) on the same weights, on one thread (torch.set_num_threads(1),
+the daemon's OpenBLAS setting): features (Eq. 9) -> differential MLP -> PCA
+coefficients; every anchor mini-network on the batch; v_nl = g0 + z G^T +
+(H AP)^T; LBS with T_i = sum_k w_ik world_k invbind_k. G, H, g0 and the bench
+poses come from bench_rigapprox --dump (computed by our CHOLMOD factor), the
+networks from the model file itself.
+
+usage: bench_rigapprox_torch.py MODEL.safetensors FOLDED.safetensors
+Prints "TORCH_B<b> <poses/s>" lines and a check that torch's positions equal
+what the C path computes (max abs difference, printed for the record).
+"""
+import json
+import struct
+import sys
+import time
+
+import numpy as np
+import torch
+
+
+def read_st(path):
+    b = open(path, "rb").read()
+    n = struct.unpack("<Q", b[:8])[0]
+    h = json.loads(b[8:8 + n])
+    meta = h.pop("__metadata__", {})
+    out = {}
+    for k, v in h.items():
+        s, e = v["data_offsets"]
+        dt = {"F32": np.float32, "I32": np.int32, "F64": np.float64}[v["dtype"]]
+        out[k] = np.frombuffer(b[8 + n + s:8 + n + e], dtype=dt).reshape(v["shape"]).copy()
+    return out, meta
+
+
+def main():
+    torch.set_num_threads(1)
+    m, meta = read_st(sys.argv[1])
+    f, _ = read_st(sys.argv[2])
+    t = {k: torch.from_numpy(v) for k, v in m.items()}
+    G, H, g0 = (torch.from_numpy(f[k]) for k in ("G", "H", "g0"))
+    world_all = torch.from_numpy(f["bench_world"])  # [16*J, 12]
+    V = m["rest_positions"].shape[0]
+    J = m["inverse_bind_matrices"].shape[0]
+    C = m["control_ranges"].shape[0] if "control_ranges" in m else 0
+    nl = int(meta["net_layers"])
+    al = int(meta["anchor_layers"])
+    net = [(t["net/%d/weight" % i], t["net/%d/bias" % i]) for i in range(nl)]
+    A = m["anchor_vertices"].shape[0]
+    off = m["anchor_input_offsets"]
+    idx = [torch.from_numpy(m["anchor_input_index"][off[a]:off[a + 1]].astype(np.int64)) for a in range(A)]
+    anets = [[(t["anchor/%d/%d/weight" % (a, i)], t["anchor/%d/%d/bias" % (a, i)]) for i in range(al)]
+             for a in range(A)]
+    fm, fs = t["feature_mean"], t["feature_scale"]
+    ib = t["inverse_bind_matrices"].reshape(J, 3, 4)
+    ib4 = torch.cat([ib, torch.tensor([0, 0, 0, 1.0]).expand(J, 1, 4)], 1)
+    sj = torch.from_numpy(m["skin_joints"].astype(np.int64))
+    sw = t["skin_weights"]
+    rest = t["rest_positions"]
+
+    def mlp(layers, x):
+        for i, (w, b) in enumerate(layers):
+            x = torch.nn.functional.linear(x, w, b)
+            if i < len(layers) - 1:
+                x = torch.relu(x)
+        return x
+
+    def forward(world, ctl):  # world [B,J,12], ctl [B,C]
+        B = world.shape[0]
+        x = torch.cat([world.reshape(B, -1), ctl], 1)
+        x = (x - fm) * fs
+        z = mlp(net, x)
+        ap = torch.stack([mlp(anets[a], x.index_select(1, idx[a])) for a in range(A)], 0)  # [A,B,3]
+        vnl = g0 + z @ G.t()  # [B,3V]
+        vnl = vnl + (H @ ap.reshape(A, 3 * B)).reshape(V, B, 3).permute(1, 0, 2).reshape(B, 3 * V)
+        skm = world.reshape(B, J, 3, 4) @ ib4  # [B,J,3,4]
+        T = (skm[:, sj] * sw[None, :, :, None, None]).sum(2)  # [B,V,3,4]
+        p = rest[None] + vnl.reshape(B, V, 3)
+        return (T[..., :3] @ p[..., None]).squeeze(-1) + T[..., 3]
+
+    ctl1 = torch.zeros(C)
+    with torch.no_grad():
+        for B in (1, 8, 32, 128):
+            world = world_all.reshape(16, J, 12)[torch.arange(B) % 16]
+            ctl = ctl1.expand(B, C).contiguous()
+            forward(world, ctl)
+            reps, t0 = 0, time.perf_counter()
+            while True:
+                forward(world, ctl)
+                reps += 1
+                el = time.perf_counter() - t0
+                if el > 1.0 and reps >= 3:
+                    break
+            print("TORCH_B%d %.1f" % (B, reps * B / el))
+        out = forward(world_all.reshape(16, J, 12)[:1], ctl1[None])
+        np.save(sys.argv[2] + ".torch_pose0.npy", out.numpy())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# bench/run_rigapprox.sh — `make bench-rigapprox`: rigapprox served throughput
+# vs PyTorch on the same weights and thread count, the batch-1 weight
+# streaming floor, and sparse vs dense reconstruction, in one run.
+#
+# Models (built once under $OUT, timings do not depend on training quality):
+#   wuson-3x256  : Testwuson (3205 vertices, 39 joints) dataset from the C
+#                  reference rig, default widths, 1 epoch;
+#   wuson-5x2048 : the paper's 5 x 2048 differential network (0 epochs).
+# Set RA_MODEL=path/model.safetensors to bench another model instead.
+set -eu
+cd "$(dirname "$0")/.."
+B=${B:-build}
+BIN=${BIN:-bin}
+OUT=${OUT:-$B/bench-rigapprox}
+mkdir -p "$OUT"
+export OPENBLAS_NUM_THREADS=1
+if [ -z "${RA_MODEL:-}" ]; then
+    [ -f "$OUT/repo/wuson/1/model.safetensors" ] ||
+        "$BIN/deform" import /usr/share/assimp/models/X/Testwuson.X --repository "$OUT/repo" --name wuson >/dev/null
+    [ -f "$OUT/data.st" ] ||
+        "$BIN/deform" rigdata --rigged "$OUT/repo/wuson/1/model.safetensors" --out "$OUT/data.st" \
+            --samples 400 --influence-poses 10
+    [ -f "$OUT/repo/w3x256/1/model.safetensors" ] ||
+        "$BIN/deform" train "$OUT/data.st" --out "$OUT/repo/w3x256" --epochs 1 --quiet
+    [ -f "$OUT/repo/w5x2048/1/model.safetensors" ] ||
+        "$BIN/deform" train "$OUT/data.st" --out "$OUT/repo/w5x2048" --epochs 0 --layers 5 --width 2048 --quiet
+    MODELS="$OUT/repo/w3x256/1/model.safetensors $OUT/repo/w5x2048/1/model.safetensors"
+else
+    MODELS=$RA_MODEL
+fi
+HAVE_TORCH=0
+python3 -c 'import torch' 2>/dev/null && HAVE_TORCH=1
+for M in $MODELS; do
+    echo "=================================================================="
+    "$B/bench/bench_rigapprox" "$M" --dump "$OUT/folded.st" | tee "$OUT/c.txt"
+    if [ "$HAVE_TORCH" = 1 ]; then
+        python3 bench/bench_rigapprox_torch.py "$M" "$OUT/folded.st" | tee "$OUT/torch.txt"
+        echo
+        echo "served poses/s, 1 thread, same weights: ours (C, dense) vs PyTorch $(python3 -c 'import torch; print(torch.__version__)')"
+        for b in 1 8 32 128; do
+            o=$(awk -v k="OURS_B$b" '$1==k{print $2}' "$OUT/c.txt")
+            t=$(awk -v k="TORCH_B$b" '$1==k{print $2}' "$OUT/torch.txt")
+            awk -v b="$b" -v o="$o" -v t="$t" 'BEGIN{printf "  batch %4d  ours %8.0f  torch %8.0f  ratio %.2fx\n", b, o, t, o/t}'
+        done
+    else
+        echo "(python3-torch not installed: no PyTorch column)"
+    fi
+done
