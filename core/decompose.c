@@ -209,7 +209,7 @@ static void dc_free(df__dc_t *d)
 {
     free(d->X); free(d->V); free(d->xx); free(d->rep); free(d->wfirst);
     free(d->adj_off); free(d->adj); free(d->cluster); free(d->Y); free(d->Z);
-    free(d->M); free(d->A); free(d->idx); free(d->w);
+    free(d->M); free(d->A); free(d->idx); free(d->w); free(d->verr);
     if (d->wk)
         for (int t = 0; t < d->nw; t++) {
             free(d->wk[t].e); free(d->wk[t].cz); free(d->wk[t].order); free(d->wk[t].acc);
@@ -341,9 +341,10 @@ int df_decompose_fit(const df_decompose_input_t *in, const df_decompose_opts_t *
     d->A = malloc(sizeof(double) * N * B4);
     d->idx = malloc(sizeof(int32_t) * N * d->K);
     d->w = malloc(sizeof(double) * N * d->K);
+    d->verr = malloc(sizeof(double) * N);
     d->wk = calloc(d->nw, sizeof(df__dc_worker_t));
     if (!d->X || !d->V || !d->xx || !d->rep || !d->Y || !d->Z || !d->M || !d->A || !d->idx ||
-        !d->w || !d->wk)
+        !d->w || !d->verr || !d->wk)
         goto nomem;
     for (int t = 0; t < d->nw; t++) {
         df__dc_worker_t *w = &d->wk[t];
@@ -426,7 +427,15 @@ int df_decompose_fit(const df_decompose_input_t *in, const df_decompose_opts_t *
         rc = df__dc_transforms_step(d, err);
         if (rc) break;
         double c = now_s();
-        erms = sqrt(df__dc_error(d) / (double)(N * F3));
+        double e2 = df__dc_error(d);
+        if (o.reseed_every > 0 && it % o.reseed_every == 0 && it + 2 < o.max_iterations) {
+            int acc = df__dc_reseed(d, &e2, err);
+            if (acc < 0) { rc = acc; break; }
+            st.reseeds_tried++;
+            st.reseeds_accepted += acc;
+            c = now_s(); /* the attempt's time counts as transforms time */
+        }
+        erms = sqrt(e2 / (double)(N * F3));
         st.weight_seconds += b - a;
         st.transform_seconds += c - b;
         st.erms_history[it] = erms;

@@ -82,6 +82,9 @@ typedef struct df_decompose_opts {
     int init_iterations;    /* rigid-cluster reassignment rounds; 20 */
     int n_candidates;       /* candidate bones per vertex; default
                                min(B, max(2K, 12)), at most 32 */
+    int reseed_every;       /* every this many iterations try moving the
+                               least-used bone to the worst-fitted region
+                               (kept only if the error drops); 0 = never */
     uint64_t max_bytes;     /* refuse (DF_ELIMIT) when the working set would
                                exceed this; default 8 GiB, 0 = no limit */
     /* optional parallelism (NULL: serial, n_workers = 1) */
@@ -110,6 +113,7 @@ typedef struct df_decompose_stats {
     int64_t n_welded;          /* vertices after welding */
     double init_seconds, weight_seconds, transform_seconds, total_seconds;
     double erms_init;          /* fraction of diagonal after initialisation */
+    int reseeds_tried, reseeds_accepted;
     double erms;               /* final, fraction of the rest bbox diagonal */
     double *erms_history;      /* [iterations+1], new with the result */
     double *weight_seconds_history;    /* [iterations+1] (entry 0: init) */

@@ -335,3 +335,29 @@ int df__dc_init(df__dc_t *d, df_error_t *err)
     free(dist); free(assign); free(cnt); free(cerr); free(worst); free(mean); free(ca);
     return DF_OK;
 }
+
+void df__dc_fit_rigid_set(df__dc_t *d, const int64_t *gs, int64_t n, int j)
+{
+    const int B4 = 4 * d->B;
+    double rb[3] = {0, 0, 0};
+    for (int64_t k = 0; k < n; k++)
+        for (int r = 0; r < 3; r++) rb[r] += d->V[4 * d->wfirst[gs[k]] + r] / (double)n;
+    for (int64_t p = 0; p < d->F; p++) {
+        double qb[3] = {0, 0, 0}, H[9] = {0}, R[9];
+        for (int64_t k = 0; k < n; k++) {
+            const double *q = traj(d, gs[k]) + 3 * p;
+            for (int r = 0; r < 3; r++) qb[r] += q[r] / (double)n;
+        }
+        for (int64_t k = 0; k < n; k++) {
+            const double *v = d->V + 4 * d->wfirst[gs[k]], *q = traj(d, gs[k]) + 3 * p;
+            for (int u = 0; u < 3; u++)
+                for (int s = 0; s < 3; s++) H[3 * u + s] += (v[u] - rb[u]) * (q[s] - qb[s]);
+        }
+        df__dc_best_rotation(H, R);
+        for (int r = 0; r < 3; r++) {
+            double *y = d->Y + (size_t)(3 * p + r) * B4 + 4 * j;
+            y[0] = R[3 * r]; y[1] = R[3 * r + 1]; y[2] = R[3 * r + 2];
+            y[3] = qb[r] - (R[3 * r] * rb[0] + R[3 * r + 1] * rb[1] + R[3 * r + 2] * rb[2]);
+        }
+    }
+}

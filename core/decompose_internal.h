@@ -42,6 +42,7 @@ typedef struct df__dc {
     double *Y, *Z, *M, *A;   /* see above; A [N, 4B] transforms-step design */
     int32_t *idx;            /* [N,K] influences (-1 unused) */
     double *w;               /* [N,K] */
+    double *verr;            /* [N] per-vertex error of the last df__dc_error */
     df__dc_worker_t *wk;     /* [nw] */
 } df__dc_t;
 
@@ -59,6 +60,15 @@ void df__dc_best_rotation(const double H[9], double R[9]);
 void df__dc_update_zm(df__dc_t *d);          /* Z = X·Y, M = YᵀY */
 void df__dc_weights_step(df__dc_t *d);
 int df__dc_transforms_step(df__dc_t *d, df_error_t *err);
-double df__dc_error(df__dc_t *d);             /* exact Σ |v' - v|² */
+double df__dc_error(df__dc_t *d);             /* exact Σ |v' - v|², fills verr */
+
+/* decompose_init.c: rigid transforms of bone j fitted to welded vertices gs. */
+void df__dc_fit_rigid_set(df__dc_t *d, const int64_t *gs, int64_t n, int j);
+
+/* decompose_reseed.c: move the least-used bone to the worst-fitted region
+ * and keep the move if one alternation then lowers the error below *e
+ * (updated). Needs verr from the last df__dc_error. 1 accepted, 0 not,
+ * <0 error. */
+int df__dc_reseed(df__dc_t *d, double *e, df_error_t *err);
 
 #endif

@@ -346,7 +346,7 @@ static void error_body(void *arg, int64_t i0, int64_t i1, int worker)
     df__dc_t *d = arg;
     const int B4 = 4 * d->B, K = d->K;
     const int64_t F3 = 3 * d->F;
-    double acc = 0;
+    double acc = 0, vacc = 0;
     for (int64_t i = i0; i < i1; i++) {
         const double *v = d->V + 4 * i, *x = d->X + (size_t)i * F3;
         const int32_t *idx = d->idx + i * K;
@@ -360,8 +360,11 @@ static void error_body(void *arg, int64_t i0, int64_t i1, int worker)
                 s += w[k] * (t[0] * v[0] + t[1] * v[1] + t[2] * v[2] + t[3]);
             }
             double r = s - x[q];
-            acc += r * r;
+            vacc += r * r;
         }
+        d->verr[i] = vacc;
+        acc += vacc;
+        vacc = 0;
     }
     d->wk[worker].sum += acc;
 }

@@ -3,7 +3,7 @@
  *
  *   deform decompose INPUT --bones B --repository DIR --name NAME
  *       [--max-influences K] [--iters N] [--threads T] [--clip NAME]
- *       [--fps R] [--frames a:b] [--tol X] [--no-weld] [--weld-tol X]
+ *       [--fps R] [--frames a:b] [--tol X] [--no-weld] [--weld-tol X] [--reseed N]
  *       [--model-rest] [--metrics-json FILE] [--save-sequence FILE] [--quiet]
  *
  * --save-sequence writes the sequence as read (after --frames) in the raw
@@ -61,7 +61,7 @@ static int usage(void)
     fprintf(stderr,
             "usage: deform decompose INPUT --bones B --repository DIR --name NAME\n"
             "         [--max-influences K(6)] [--iters N(30)] [--threads T(1)] [--clip NAME]\n"
-            "         [--fps R] [--frames a:b] [--tol X] [--no-weld] [--weld-tol X]\n"
+            "         [--fps R] [--frames a:b] [--tol X] [--no-weld] [--weld-tol X] [--reseed N]\n"
             "         [--model-rest] [--metrics-json FILE] [--save-sequence RAW.safetensors]\n"
             "         [--quiet]\n"
             "  INPUT: raw .safetensors (frames [F,N,3] F32, triangles [T,3] I32), a model\n"
@@ -447,6 +447,7 @@ int cmd_decompose(int argc, char **argv)
         else if (!strcmp(a, "--weld-tol") && more) o.weld_tol = strtod(argv[++i], &end);
         else if (!strcmp(a, "--fps") && more) fps = strtod(argv[++i], &end);
         else if (!strcmp(a, "--no-weld")) o.weld = 0;
+        else if (!strcmp(a, "--reseed") && more) o.reseed_every = (int)strtol(argv[++i], &end, 10);
         else if (!strcmp(a, "--model-rest")) model_rest = 1;
         else if (!strcmp(a, "--quiet")) quiet = 1;
         else if (!strcmp(a, "--clip") && more) clip = argv[++i];
@@ -629,6 +630,8 @@ int cmd_decompose(int argc, char **argv)
                name, (long long)v, r->n_bones, r->n_influences, st->iterations,
                (long long)s.N, (long long)st->n_welded, st->total_seconds, st->init_seconds,
                st->weight_seconds, st->transform_seconds);
+        if (st->reseeds_tried)
+            printf("re-seeding: %d of %d moves kept\n", st->reseeds_accepted, st->reseeds_tried);
         printf("metrics: DisPer %.4g  ERMS %.6g (%.4g%% of diag)  MaxAvgDist %.6g (%.4g%% of "
                "diag)  NormDistort %.4g  diag %.6g\n", mt.disper, mt.erms, mt.erms_pct,
                mt.max_avg_dist, mt.max_avg_dist_pct, mt.norm_distort, mt.diag);

@@ -421,6 +421,35 @@ static void test_workers_match_serial(void)
     free_seq(&s);
 }
 
+/* Opt-in re-seeding keeps the error monotone and the weights convex. */
+static void test_reseed_monotone(void)
+{
+    seq_t s;
+    make_tube(&s, 30, 12, 5, 16, 0.8);
+    df_decompose_input_t in = {.n_frames = s.F, .n_vertices = s.N, .frames = s.frames,
+                               .n_triangles = s.T, .triangles = s.tris};
+    df_decompose_opts_t o;
+    df_decompose_opts_default(&o);
+    o.n_bones = 4;
+    o.max_influences = 3;
+    o.max_iterations = 12;
+    o.tol = 0;
+    o.patience = 100;
+    o.reseed_every = 1;
+    df_decompose_result_t *r = NULL;
+    df_error_t err = {0};
+    DF_CHECK(df_decompose_fit(&in, &o, NULL, &r, &err) == DF_OK);
+    if (r) {
+        DF_CHECK(r->stats.reseeds_tried > 0);
+        for (int it = 1; it <= r->stats.iterations; it++)
+            DF_CHECK(r->stats.erms_history[it] <= r->stats.erms_history[it - 1] * (1 + 1e-9));
+        check_weights(r, 3);
+        DF_CHECK_NEAR(fit_erms(&s, r, NULL), r->stats.erms, 1e-6);
+    }
+    df_decompose_result_free(&r);
+    free_seq(&s);
+}
+
 /* The exported model replays the fit through the rigged kind: per frame
  * with explicit joint_matrices, and by sampling the stored clip. */
 static void test_export_replays(void)
@@ -511,6 +540,7 @@ int main(void)
     DF_RUN(test_recover_known_rig);
     DF_RUN(test_seams_as_good_as_welded);
     DF_RUN(test_workers_match_serial);
+    DF_RUN(test_reseed_monotone);
     DF_RUN(test_export_replays);
     return dftest_exit();
 }
