@@ -46,6 +46,23 @@ static void *dupf(const df_tensor_t *t, size_t extra)
     return p;
 }
 
+/* df_st_require, with where the expected extents come from appended to a
+ * shape error ("J = 3 from 'joint_parents'"), so a file whose defining
+ * tensor is the wrong one still names it. */
+static int require(const df_st_t *st, const char *name, df_dtype_t dt,
+                   int ndim, const int64_t *shape, int optional,
+                   const df_tensor_t **out, const char *ctx, df_error_t *err)
+{
+    int rc = df_st_require(st, name, dt, ndim, shape, optional, out, err);
+    if (rc && ctx && err) {
+        char tmp[512];
+        memcpy(tmp, err->msg, sizeof tmp);
+        tmp[sizeof tmp - 1] = 0;
+        df_error_set(err, rc, "%.300s (%.200s)", tmp, ctx);
+    }
+    return rc;
+}
+
 static void rig_destroy(void *impl)
 {
     df__rig_t *r = impl;
@@ -216,10 +233,13 @@ static int load_clips(df_model_t *m, df__rig_t *r, const df_st_t *st,
                      (long long)lim->max_clip_frames);
         int64_t sq[3] = {F, J, 4}, st3[3] = {F, J, 3}, sw[2] = {F, M},
                 sm[3] = {F, J, 12};
-        if ((rc = df_st_require(st, nm[1], DF_DT_F32, 3, sq, 1, &tq, err)) ||
-            (rc = df_st_require(st, nm[2], DF_DT_F32, 3, st3, 1, &ttr, err)) ||
-            (rc = df_st_require(st, nm[3], DF_DT_F32, 2, sw, 1, &tw, err)) ||
-            (rc = df_st_require(st, nm[4], DF_DT_F32, 3, sm, 1, &tm, err)))
+        char ctx[256];
+        snprintf(ctx, sizeof ctx, "F = %lld from '%s', J = %lld, M = %lld",
+                 (long long)F, nm[0], (long long)J, (long long)M);
+        if ((rc = require(st, nm[1], DF_DT_F32, 3, sq, 1, &tq, ctx, err)) ||
+            (rc = require(st, nm[2], DF_DT_F32, 3, st3, 1, &ttr, ctx, err)) ||
+            (rc = require(st, nm[3], DF_DT_F32, 2, sw, 1, &tw, ctx, err)) ||
+            (rc = require(st, nm[4], DF_DT_F32, 3, sm, 1, &tm, ctx, err)))
             return rc;
         if ((tq || ttr || tm) && J == 0)
             return E(DF_EFORMAT, "clip %zu ('%s') animates joints but the "
@@ -331,11 +351,13 @@ static int rig_load(df_model_t *m, const df_st_t *st, const char *params_json,
                      "index %d out of range [0,%lld)",
                      (long long)(i / 3), (int)(i % 3), tri[i], (long long)N);
     int64_t sn[2] = {N, 3};
-    if ((rc = df_st_require(st, "normals", DF_DT_F32, 2, sn, 1, &tn, err)))
+    char nctx[96];
+    snprintf(nctx, sizeof nctx, "N = %lld from 'positions'", (long long)N);
+    if ((rc = require(st, "normals", DF_DT_F32, 2, sn, 1, &tn, nctx, err)))
         return rc;
     int64_t smd[3] = {-1, N, 3};
-    if ((rc = df_st_require(st, "morph_deltas", DF_DT_F32, 3, smd, 1, &tmd,
-                            err)))
+    if ((rc = require(st, "morph_deltas", DF_DT_F32, 3, smd, 1, &tmd, nctx,
+                      err)))
         return rc;
     r->M = tmd ? tmd->shape[0] : 0;
     if (r->M > lim->max_morphs)
@@ -384,18 +406,21 @@ static int rig_load(df_model_t *m, const df_st_t *st, const char *params_json,
         const df_tensor_t *trt, *trq, *trs, *tib, *tsj, *tsw;
         int64_t s3[2] = {J, 3}, s4[2] = {J, 4}, s44[3] = {J, 4, 4},
                 snk[2] = {N, -1};
-        if ((rc = df_st_require(st, "joint_rest_translations", DF_DT_F32, 2,
-                                s3, 0, &trt, err)) ||
-            (rc = df_st_require(st, "joint_rest_rotations", DF_DT_F32, 2, s4,
-                                0, &trq, err)) ||
-            (rc = df_st_require(st, "joint_rest_scales", DF_DT_F32, 2, s3, 0,
-                                &trs, err)) ||
-            (rc = df_st_require(st, "inverse_bind_matrices", DF_DT_F32, 3, s44,
-                                0, &tib, err)) ||
-            (rc = df_st_require(st, "skin_joints", DF_DT_I32, 2, snk, 0, &tsj,
-                                err)) ||
-            (rc = df_st_require(st, "skin_weights", DF_DT_F32, 2, snk, 0, &tsw,
-                                err)))
+        char jctx[128];
+        snprintf(jctx, sizeof jctx, "J = %lld from 'joint_parents', N = %lld "
+                 "from 'positions'", (long long)J, (long long)N);
+        if ((rc = require(st, "joint_rest_translations", DF_DT_F32, 2, s3, 0,
+                          &trt, jctx, err)) ||
+            (rc = require(st, "joint_rest_rotations", DF_DT_F32, 2, s4, 0, &trq,
+                          jctx, err)) ||
+            (rc = require(st, "joint_rest_scales", DF_DT_F32, 2, s3, 0, &trs,
+                          jctx, err)) ||
+            (rc = require(st, "inverse_bind_matrices", DF_DT_F32, 3, s44, 0,
+                          &tib, jctx, err)) ||
+            (rc = require(st, "skin_joints", DF_DT_I32, 2, snk, 0, &tsj, jctx,
+                          err)) ||
+            (rc = require(st, "skin_weights", DF_DT_F32, 2, snk, 0, &tsw, jctx,
+                          err)))
             return rc;
         int64_t K = r->K = tsj->shape[1];
         if (K < 1 || K > 8)

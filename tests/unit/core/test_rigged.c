@@ -1177,6 +1177,122 @@ static void test_bad_models_refused(void)
     src_free(&s);
 }
 
+/* Every tensor of a valid file rewritten with a wrong shape, then with a
+ * wrong dtype: load must refuse naming that tensor. Then random byte flips
+ * anywhere in the file: load either succeeds (and the model evaluates) or
+ * fails with a message; never crashes (run under ASan in CI). */
+static void test_mutated_files(void)
+{
+    model_src_t s;
+    make_model(&s, 20, 8, 2, 4, 3, 0, 0.0);
+    float times[2] = {0, 1}, rot[2 * 4 * 4];
+    for (int i = 0; i < 8; i++) rand_quat(rot + 4 * i);
+    df_rigged_clip_t clip = {.name = "c", .n_keys = 2, .times = times, .rotations = rot};
+    s.d.clips = &clip;
+    s.d.n_clips = 1;
+    const char *src = tmp_path("mut_src");
+    df_error_t err;
+    DF_CHECK(df_rigged_write(&s.d, src, &err) == 0);
+    df_st_t *st = NULL;
+    DF_CHECK(df_st_open(src, NULL, &st, &err) == 0);
+    if (!st) { src_free(&s); return; }
+    static const char *const mkeys[] = {"kind", "format_version", "skinning",
+                                        "joint_names", "morph_names", "clips"};
+    for (size_t victim = 0; victim < df_st_count(st); victim++) {
+        for (int mode = 0; mode < 2; mode++) {
+            df_st_writer_t *w = df_st_writer_new();
+            for (size_t k = 0; k < sizeof mkeys / sizeof mkeys[0]; k++)
+                df_st_writer_meta(w, mkeys[k], df_st_meta(st, mkeys[k]));
+            const df_tensor_t *vt = df_st_at(st, victim);
+            for (size_t i = 0; i < df_st_count(st); i++) {
+                const df_tensor_t *t = df_st_at(st, i);
+                int64_t shape[DF_MAX_DIMS];
+                memcpy(shape, t->shape, sizeof shape);
+                df_dtype_t dt = t->dtype;
+                const void *data = t->data;
+                void *buf = NULL;
+                if (i == victim && mode == 0) {
+                    shape[t->ndim - 1] -= 1; /* one column short */
+                } else if (i == victim) {
+                    /* same bytes, other dtype of the same size */
+                    dt = dt == DF_DT_F32 ? DF_DT_I32 : DF_DT_F32;
+                    if (dt == DF_DT_F32) { /* make the ints finite floats */
+                        buf = malloc(t->nbytes + 1);
+                        for (size_t e = 0; e < t->nbytes / 4; e++)
+                            ((float *)buf)[e] = (float)((const int32_t *)t->data)[e];
+                        data = buf;
+                    }
+                }
+                int64_t numel = 1;
+                for (int d = 0; d < t->ndim; d++) numel *= shape[d];
+                if (i == victim && mode == 0 && numel > 0) {
+                    /* rows copied with the shorter stride */
+                    buf = malloc((size_t)numel * 4);
+                    int64_t last = t->shape[t->ndim - 1];
+                    for (int64_t r = 0; r < numel / shape[t->ndim - 1]; r++)
+                        memcpy((char *)buf + r * (last - 1) * 4,
+                               (const char *)t->data + r * last * 4, (last - 1) * 4);
+                    data = buf;
+                }
+                DF_CHECK(df_st_writer_add(w, t->name, dt, t->ndim, shape, data) == 0);
+                free(buf);
+            }
+            const char *p = tmp_path("mut");
+            DF_CHECK(df_st_writer_save(w, p, &err) == 0);
+            df_st_writer_free(&w);
+            df_model_t *m = NULL;
+            int rc = df_model_open(p, "rigged", NULL, NULL, &m, &err);
+            DF_CHECK_MSG(rc < 0 && !m && strstr(err.msg, vt->name),
+                         "%s %s: rc %d msg '%s'", vt->name,
+                         mode ? "dtype" : "shape", rc, rc ? err.msg : "");
+            if (m) df_model_unref(&m);
+        }
+    }
+    df_st_close(&st);
+    /* byte flips */
+    FILE *f = fopen(src, "rb");
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *orig = malloc(len), *mut = malloc(len);
+    DF_CHECK(fread(orig, 1, len, f) == (size_t)len);
+    fclose(f);
+    int loaded = 0, refused = 0;
+    df_scratch_t *sc = df_scratch_new();
+    for (int it = 0; it < 300; it++) {
+        memcpy(mut, orig, len);
+        int nflip = 1 + (int)(urand() * 4);
+        for (int k = 0; k < nflip; k++) {
+            long at = (long)(urand() * len);
+            mut[at] ^= (unsigned char)(1u << (int)(urand() * 8));
+        }
+        const char *p = tmp_path("flip");
+        FILE *o = fopen(p, "wb");
+        fwrite(mut, 1, len, o);
+        fclose(o);
+        df_model_t *m = NULL;
+        int rc = df_model_open(p, "rigged", NULL, NULL, &m, &err);
+        if (rc == 0) {
+            loaded++;
+            int64_t N = df_model_n_vertices(m);
+            float *pos = malloc(N * 12), *nrm = malloc(N * 12);
+            float *po[1] = {pos}, *no[1] = {nrm};
+            DF_CHECK(eval(m, 1, NULL, NULL, NULL, NULL, po, no, NULL, sc, &err) == 0);
+            free(pos);
+            free(nrm);
+            df_model_unref(&m);
+        } else {
+            refused++;
+            DF_CHECK(err.msg[0] != 0);
+        }
+    }
+    DF_CHECK(loaded > 0 && refused > 0);
+    df_scratch_free(&sc);
+    free(orig);
+    free(mut);
+    src_free(&s);
+}
+
 static void test_computed_normals(void)
 {
     /* two triangles sharing vertex 0, different areas and orientations:
@@ -1282,6 +1398,7 @@ int main(void)
     DF_RUN(test_per_pose_flags);
     DF_RUN(test_bad_pose_inputs);
     DF_RUN(test_bad_models_refused);
+    DF_RUN(test_mutated_files);
     DF_RUN(test_computed_normals);
     DF_RUN(test_clip_sample);
     return dftest_exit();
