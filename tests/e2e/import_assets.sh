@@ -346,6 +346,21 @@ import numpy as np, sys; n = np.load('$W/n.npy'); l = np.linalg.norm(n, axis=2)
 sys.exit(0 if n.shape == (2, 10, 3) and np.abs(l - 1).max() < 1e-4 else 1)" && ok eval_normals_unit || fail eval_normals_unit
 fi
 
+# --- broken files made by others (assimp's own invalid/ and schema-failure samples): every one
+#     must end with exit 0 or 1 and a message, never a crash, a hang or a usage error
+n_bad=0; n_files=0
+while IFS= read -r f; do
+    n_files=$((n_files+1))
+    timeout 60 "$D" import "$f" --repository "$W/bad" --name b >"$W/out" 2>&1; rc=$?
+    if [ $rc -gt 1 ] || { [ $rc -eq 1 ] && ! grep -q "^deform import: " "$W/out"; }; then
+        echo "    exit $rc: $f"; n_bad=$((n_bad+1))
+    fi
+done < <(find "$M/invalid" "$M/glTF2/wrongTypes" "$M/glTF2/SchemaFailures" "$M/glTF2/IndexOutOfRange" \
+              "$M/glTF2/MissingBin" "$M/glTF2/RecursiveNodes" "$M/glTF2/TestNoRootNode" \
+              "$M/glTF2/BoxWithInfinites-glTF-Binary" "$M/glTF2/IncorrectVertexArrays" -type f \
+              ! -name '*.bin' ! -name '*.png' ! -name '*.jpg' ! -name '*.txt' | sort)
+[ $n_bad -eq 0 ] && [ $n_files -gt 20 ] && ok "broken_files_fail_cleanly ($n_files files)" || fail "broken_files_fail_cleanly ($n_bad of $n_files)"
+
 # --- errors
 expect_err err_missing_file "cannot open" "$D" import "$W/nope.fbx" --repository "$R" --name x
 head -c 4096 /dev/urandom >"$W/junk.fbx"

@@ -9,7 +9,7 @@
  * animations of CLIPS (BVH, or any file assimp animates), maps its joints onto MODEL's by name
  * (import_bvh.c) and writes a new version of MODEL (or of NAME, which gets MODEL's config)
  * holding MODEL's data plus the new clips. A summary goes to stdout; errors to stderr, exit 1;
- * usage errors exit 2.
+ * usage errors exit 2. --max-memory MB caps the address space (default: RAM, at most 8 GiB).
  */
 #include "import.h"
 
@@ -17,13 +17,14 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 static int usage(void)
 {
     fprintf(stderr,
-            "usage: deform import ASSET --repository DIR --name NAME [--skinning lbs|dqs]\n"
+            "usage: deform import ASSET --repository DIR --name NAME [--skinning lbs|dqs] [--max-memory MB]\n"
             "       deform import CLIPS.bvh --repository DIR --clips-for MODEL [--name NAME]\n");
     return 2;
 }
@@ -76,9 +77,33 @@ static int write_config(const char *dir, df_error_t *err)
     return DF_OK;
 }
 
+/* A hostile file can declare billions of vertices (assimp's invalid/OutOfMemory.off): assimp
+ * then allocates and touches tens of GB before failing. Cap this process's address space at
+ * --max-memory MB (default: physical RAM, at most 8 GiB) so such a file fails fast with std::bad_alloc,
+ * which assimp reports as an ordinary read error. */
+static void cap_memory(long long mb)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_AS, &rl) != 0) return;
+    unsigned long long want;
+    if (mb > 0) want = (unsigned long long)mb << 20;
+    else {
+        long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+        if (pages <= 0 || psz <= 0) return;
+        want = (unsigned long long)pages * (unsigned long long)psz;
+        if (want > (8ull << 30)) want = 8ull << 30; /* enough for max_vertices (10M) */
+    }
+    if (rl.rlim_max != RLIM_INFINITY && want > rl.rlim_max) want = rl.rlim_max;
+    if (rl.rlim_cur == RLIM_INFINITY || want < rl.rlim_cur) {
+        rl.rlim_cur = want;
+        setrlimit(RLIMIT_AS, &rl);
+    }
+}
+
 int cmd_import(int argc, char **argv)
 {
     const char *asset = NULL, *repo = NULL, *name = NULL, *skin = "lbs", *clips_for = NULL;
+    long long max_mb = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int more = i + 1 < argc;
@@ -87,6 +112,7 @@ int cmd_import(int argc, char **argv)
         else if (!strcmp(a, "--skinning") && more) skin = argv[++i];
         else if ((!strcmp(a, "--clips-for") || !strcmp(a, "--clips-only-for")) && more)
             clips_for = argv[++i];
+        else if (!strcmp(a, "--max-memory") && more) max_mb = atoll(argv[++i]);
         else if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(); return 0; }
         else if (a[0] == '-' && a[1]) {
             fprintf(stderr, "deform import: unknown or incomplete option '%s'\n", a);
@@ -105,6 +131,7 @@ int cmd_import(int argc, char **argv)
         fprintf(stderr, "deform import: --skinning must be lbs or dqs, not '%s'\n", skin);
         return 2;
     }
+    cap_memory(max_mb);
     df_error_t err = {0};
     char dir[PATH_MAX], vdir[PATH_MAX + 32], path[PATH_MAX + 64];
     snprintf(dir, sizeof dir, "%s/%s", repo, name);
