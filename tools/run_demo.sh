@@ -16,6 +16,8 @@ REPO=${1:-${DF_DEMO_REPO:-$ROOT/demo-repo}}
 HTTP=${DF_HTTP_PORT:-8000}
 SOCK=${DF_SOCKET_PORT:-8001}
 HOST=127.0.0.1
+PY=/usr/bin/python3
+[ -x "$PY" ] || PY=python3
 
 [ -x "$BIN/deformd" ] || { echo "run_demo: $BIN/deformd is not built (run make)" >&2; exit 1; }
 [ -d "$REPO" ] || { echo "run_demo: no repository at $REPO (run tools/make_demo.sh)" >&2; exit 1; }
@@ -60,12 +62,14 @@ done
 
 cat <<EOF
 
-deformd $("$BIN/deformd" --version 2>/dev/null | head -1) is serving the demo repository $REPO
+$("$BIN/deformd" --version 2>/dev/null | head -1) is serving the demo repository $REPO
   HTTP (KServe v2):  $URL          viewer: $URL/viewer/
   binary socket:     $HOST:$SOCK   (docs/protocol.md; bin/deformctl, clients/python)
-  characters:        $(curl -s "$URL/v2/repository/index" | tr -d '\n' | head -c 200)
+  characters:        $(curl -s "$URL/v2/repository/index" | "$PY" -c 'import json,sys
+print("; ".join("%s (model %s)" % (", ".join(m.get("characters") or [m["name"]]), m["name"])
+                for m in json.load(sys.stdin) if m.get("state") == "READY"))' 2>/dev/null)
 
-Try (copy-paste):
+Try (copy-paste; infer answers are long JSON — append | head -c 400 to peek):
   $EX1
   $EX2
   $EX3
