@@ -10,6 +10,8 @@
 # read the numbers side by side, not as absolutes. Never run by `make test`.
 set -eu
 cd "$(dirname "$0")/.."
+TIMEFORMAT="%R %U %S"   # wall, user, sys of each run (CPU time shows the parallel
+                        # overhead even when other processes take the cores)
 BIN=${BIN:-bin}
 PY=/usr/bin/python3
 OUT=${BENCH_OUT:-build/bench-decompose}
@@ -22,9 +24,9 @@ declare -A SRC=([walk]="$OUT/repo/wuson --clip Wuson_Walk --fps 24"
 for seq in walk sydney; do
     for t in 1 2; do
         # shellcheck disable=SC2086
-        nice "$BIN/deform" decompose ${SRC[$seq]} --bones "$BONES" --iters 30 --tol 0 --threads "$t" \
+        { time nice "$BIN/deform" decompose ${SRC[$seq]} --bones "$BONES" --iters 30 --tol 0 --threads "$t" \
             --repository "$OUT/repo" --name "fit-$seq-$t" --metrics-json "$OUT/$seq-$t.json" --quiet \
-            >"$OUT/$seq-$t.log"
+            >"$OUT/$seq-$t.log"; } 2>"$OUT/$seq-$t.time"
     done
 done
 "$PY" - "$OUT" <<'PYEOF'
@@ -52,6 +54,10 @@ for seq in ("walk", "sydney"):
               (t, m["seconds"], m["init_seconds"], m["weight_seconds"], 1e3 * m["weight_seconds"] / it,
                m["transform_seconds"], 1e3 * m["transform_seconds"] / it, m["erms_pct"],
                m["max_avg_dist_pct"], m["disper"], m["norm_distort"]))
+    for t in (1, 2):
+        wall, usr, sy = (float(x) for x in open("%s/%s-%d.time" % (out, seq, t)).read().split())
+        print("%d thread(s): process wall %.2f s, CPU %.2f s (user %.2f + sys %.2f), CPU/wall %.2f" %
+              (t, wall, usr + sy, usr, sy, (usr + sy) / wall))
     print("speed-up 2 threads: %.2fx total, %.2fx weights step, %.2fx transforms step" %
           (r[1]["seconds"] / r[2]["seconds"], r[1]["weight_seconds"] / r[2]["weight_seconds"],
            r[1]["transform_seconds"] / r[2]["transform_seconds"]))
