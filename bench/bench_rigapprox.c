@@ -239,6 +239,25 @@ int main(int argc, char **argv)
             df_st_writer_add(w, "H", DF_DT_F32, 2, sh, H);
             df_st_writer_add(w, "g0", DF_DT_F32, 1, s0, g0);
             df_st_writer_add(w, "bench_world", DF_DT_F32, 2, sw, world);
+            /* the served answer for bench pose 0, for the PyTorch side to compare */
+            df_model_t *mo = NULL;
+            float *p0 = malloc(sizeof(float) * 3 * V);
+            if (!df_model_open(path, "rigapprox", NULL, NULL, &mo, &err)) {
+                const float *pj[1] = {world}, *pc[1] = {ctl};
+                float *po[1] = {p0};
+                df_batch_t bt;
+                memset(&bt, 0, sizeof bt);
+                bt.n = 1;
+                bt.in[df_model_find_input(mo, "joint_matrices")] = pj;
+                if (m.nc) bt.in[df_model_find_input(mo, "controls")] = pc;
+                bt.out[df_model_find_output(mo, "positions")] = po;
+                df_scratch_t *sc = df_scratch_new();
+                int64_t sp[2] = {V, 3};
+                if (!df_model_evaluate(mo, &bt, sc, &err)) df_st_writer_add(w, "pose0_positions", DF_DT_F32, 2, sp, p0);
+                df_scratch_free(&sc);
+                df_model_unref(&mo);
+            }
+            free(p0);
             if (df_st_writer_save(w, dump, &err)) fprintf(stderr, "%s\n", err.msg);
             df_st_writer_free(&w);
             free(G), free(H), free(g0);

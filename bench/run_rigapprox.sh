@@ -29,15 +29,16 @@ if [ -z "${RA_MODEL:-}" ]; then
 else
     MODELS=$RA_MODEL
 fi
+PY=/usr/bin/python3; [ -x "$PY" ] || PY=python3
 HAVE_TORCH=0
-python3 -c 'import torch' 2>/dev/null && HAVE_TORCH=1
+"$PY" -c "import torch" 2>/dev/null && HAVE_TORCH=1
 for M in $MODELS; do
     echo "=================================================================="
     "$B/bench/bench_rigapprox" "$M" --dump "$OUT/folded.st" | tee "$OUT/c.txt"
     if [ "$HAVE_TORCH" = 1 ]; then
-        python3 bench/bench_rigapprox_torch.py "$M" "$OUT/folded.st" | tee "$OUT/torch.txt"
+        "$PY" bench/bench_rigapprox_torch.py "$M" "$OUT/folded.st" | tee "$OUT/torch.txt"
         echo
-        echo "served poses/s, 1 thread, same weights: ours (C, dense) vs PyTorch $(python3 -c 'import torch; print(torch.__version__)')"
+        echo "served poses/s, 1 thread, same weights: ours (C, dense) vs PyTorch $("$PY" -c 'import torch; print(torch.__version__)')"
         for b in 1 8 32 128; do
             o=$(awk -v k="OURS_B$b" '$1==k{print $2}' "$OUT/c.txt")
             t=$(awk -v k="TORCH_B$b" '$1==k{print $2}' "$OUT/torch.txt")
