@@ -284,7 +284,7 @@ int df_decompose_fit(const df_decompose_input_t *in, const df_decompose_opts_t *
     if (o.max_influences < 1 || o.max_influences > DF_DECOMPOSE_MAX_INFLUENCES)
         return df_error_set(err, DF_EINVAL, "decompose: max influences %d outside 1..%d",
                             o.max_influences, DF_DECOMPOSE_MAX_INFLUENCES);
-    if (o.max_iterations < 0 || o.init_iterations < 0 || o.patience < 1 || !(o.tol >= 0) ||
+    if (o.max_iterations < 0 || o.init_iterations < 0 || o.patience < 1 || !(o.tol >= 0) || !(o.sum_penalty >= 0) ||
         !(o.weld_tol >= 0) || o.n_candidates < 0)
         return df_error_set(err, DF_EINVAL,
                             "decompose: bad options (iterations, patience, tolerances must be "

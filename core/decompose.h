@@ -85,6 +85,11 @@ typedef struct df_decompose_opts {
     int reseed_every;       /* every this many iterations try moving the
                                least-used bone to the worst-fitted region
                                (kept only if the error drops); 0 = never */
+    double sum_penalty;     /* 0 (default): Σw = 1 exactly. > 0: the paper's
+                               variant for comparison, Σw = 1 as an extra
+                               least-squares row weighted by this times the
+                               mean diagonal of the vertex's Gram matrix
+                               (weights are normalised on output) */
     uint64_t max_bytes;     /* refuse (DF_ELIMIT) when the working set would
                                exceed this; default 8 GiB, 0 = no limit */
     /* optional parallelism (NULL: serial, n_workers = 1) */

@@ -96,9 +96,9 @@ static void chol_solve(int n, const double *l, double *x)
 }
 
 /* min ½zᵀGz - cᵀz on the free set P subject to Σz = 1: z = a + μb with
- * a = G⁻¹c, b = G⁻¹1. */
+ * a = G⁻¹c, b = G⁻¹1 (eq = 0: no equality, z = a). */
 static int solve_eqp(int n, const double *G, const double *c, const int *P,
-                     int np, double *z)
+                     int np, double *z, int eq)
 {
     double L[DF_DECOMPOSE_MAX_INFLUENCES * DF_DECOMPOSE_MAX_INFLUENCES];
     double a[DF_DECOMPOSE_MAX_INFLUENCES], b[DF_DECOMPOSE_MAX_INFLUENCES];
@@ -112,6 +112,10 @@ static int solve_eqp(int n, const double *G, const double *c, const int *P,
         if (!chol(np, L)) continue;
         for (int k = 0; k < np; k++) { a[k] = c[P[k]]; b[k] = 1; }
         chol_solve(np, L, a);
+        if (!eq) {
+            for (int k = 0; k < np; k++) z[k] = a[k];
+            return 1;
+        }
         chol_solve(np, L, b);
         double sa = 0, sb = 0;
         for (int k = 0; k < np; k++) { sa += a[k]; sb += b[k]; }
@@ -125,9 +129,10 @@ static int solve_eqp(int n, const double *G, const double *c, const int *P,
 
 /* Active set on the simplex with at most kmax free variables. w (length n)
  * is a feasible start and receives the result; the objective never rises
- * above the start's. */
+ * above the start's. eq = 0: only w >= 0 (NNLS; the paper-style soft
+ * sum-to-one row is then folded into G and c by the caller). */
 static void qp_simplex(int n, const double *G, const double *c, double *w,
-                       int kmax)
+                       int kmax, int eq)
 {
     int P[DF_DECOMPOSE_MAX_INFLUENCES], np = 0, in[MAXC];
     double z[DF_DECOMPOSE_MAX_INFLUENCES];
@@ -140,7 +145,7 @@ static void qp_simplex(int n, const double *G, const double *c, double *w,
         else w[j] = 0;
     }
     for (int it = 0; it < 4 * n + 16 && np > 0; it++) {
-        if (!solve_eqp(n, G, c, P, np, z)) break;
+        if (!solve_eqp(n, G, c, P, np, z, eq)) break;
         int feasible = 1;
         for (int k = 0; k < np; k++)
             if (z[k] <= 0) { feasible = 0; break; }
@@ -153,8 +158,10 @@ static void qp_simplex(int n, const double *G, const double *c, double *w,
                 for (int k = 0; k < np; k++) s += G[j * n + P[k]] * w[P[k]];
                 g[j] = s;
             }
-            for (int k = 0; k < np; k++) mu += g[P[k]];
-            mu /= np;
+            if (eq) {
+                for (int k = 0; k < np; k++) mu += g[P[k]];
+                mu /= np;
+            }
             int best = -1;
             double lmin = -tol;
             for (int j = 0; j < n; j++)
@@ -183,6 +190,7 @@ static void qp_simplex(int n, const double *G, const double *c, double *w,
             np = m;
         }
     }
+    if (!eq) return;
     /* renormalise (guards drift) */
     double s = 0;
     for (int j = 0; j < n; j++) s += w[j];
@@ -248,7 +256,17 @@ static void weights_body(void *arg, int64_t i0, int64_t i1, int worker)
         } else {
             for (int a = 0; a < nc; a++) wc[a] /= ws;
         }
-        qp_simplex(nc, G, cc, wc, K);
+        const int eq = !(d->o.sum_penalty > 0);
+        if (!eq) { /* paper style: Σw = 1 as one more least-squares row */
+            double lam = 0;
+            for (int a = 0; a < nc; a++) lam += G[a * nc + a];
+            lam *= d->o.sum_penalty / nc;
+            for (int a = 0; a < nc; a++) {
+                cc[a] += lam;
+                for (int b = 0; b < nc; b++) G[a * nc + b] += lam;
+            }
+        }
+        qp_simplex(nc, G, cc, wc, K, eq);
         /* store by decreasing weight */
         int m = 0;
         for (int k = 0; k < K; k++) { idx[k] = -1; w[k] = 0; }
