@@ -62,7 +62,7 @@ static int usage(void)
             "usage: deform decompose INPUT --bones B --repository DIR --name NAME\n"
             "         [--max-influences K(6)] [--iters N(30)] [--threads T(1)] [--clip NAME]\n"
             "         [--fps R] [--frames a:b] [--tol X] [--no-weld] [--weld-tol X] [--reseed N]\n"
-            "         [--soft-convexity X]\n"
+            "         [--soft-convexity X] [--candidates C]\n"
             "         [--model-rest] [--metrics-json FILE] [--save-sequence RAW.safetensors]\n"
             "         [--quiet]\n"
             "  INPUT: raw .safetensors (frames [F,N,3] F32, triangles [T,3] I32), a model\n"
@@ -449,6 +449,7 @@ int cmd_decompose(int argc, char **argv)
         else if (!strcmp(a, "--fps") && more) fps = strtod(argv[++i], &end);
         else if (!strcmp(a, "--no-weld")) o.weld = 0;
         else if (!strcmp(a, "--reseed") && more) o.reseed_every = (int)strtol(argv[++i], &end, 10);
+        else if (!strcmp(a, "--candidates") && more) o.n_candidates = (int)strtol(argv[++i], &end, 10);
         else if (!strcmp(a, "--soft-convexity") && more) o.sum_penalty = strtod(argv[++i], &end);
         else if (!strcmp(a, "--model-rest")) model_rest = 1;
         else if (!strcmp(a, "--quiet")) quiet = 1;
