@@ -59,7 +59,7 @@ typedef void (*df_parallel_for_cb)(void *user, int64_t n,
 typedef struct df_decompose_progress {
     int iteration;        /* 0 = after initialisation */
     int max_iterations;
-    const char *step;     /* "init", "weights", "transforms" */
+    const char *step;     /* "init" or "iteration" */
     double erms;          /* RMS error, fraction of the rest bbox diagonal */
     double seconds;       /* elapsed since df_decompose_fit started */
     double eta_seconds;   /* estimate for the remaining iterations */
