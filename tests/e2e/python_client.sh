@@ -191,6 +191,26 @@ o = next(o for o in json.load(open(T + "/curl_wuson.json"))["outputs"] if o["nam
 b = np.array(o["data"], dtype=np.float32).reshape(o["shape"])
 assert (1,) + a.shape == b.shape and (a == b[0]).all(), (a.shape, b.shape)
 EOF
+# The C client (bin/deformctl, socket and HTTP) on the same pose: the same bits
+# as curl and the Python client (the browser module is compared in viewer.sh).
+if [ -x "$BIN/deformctl" ]; then
+    ctl() { "$BIN/deformctl" --socket-port "$SOCK" --http-port "$HTTP" "$@"; }
+    "$PY" -c 'import json,sys,numpy as np; d=json.load(open(sys.argv[1]))["inputs"][0]; np.save(sys.argv[2], np.array(d["data"],dtype=np.float32).reshape(d["shape"]))' "$REQ" "$T/pose.npy"
+    ctl infer wuson --input "joint_rotations=$T/pose.npy" --out "$T/ctl_sock.npy" >/dev/null 2>"$T/ctl.err" \
+        && ctl infer wuson --input "joint_rotations=$T/pose.npy" --http-binary --out "$T/ctl_http.npy" >/dev/null 2>>"$T/ctl.err" \
+        && "$PY" - "$T" <<'EOF' && ok py-c-client-python-curl-identical || { cat "$T/ctl.err"; fail py-c-client-python-curl-identical; }
+import json, sys, numpy as np
+T = sys.argv[1]
+o = next(o for o in json.load(open(T + "/curl_wuson.json"))["outputs"] if o["name"] == "positions")
+curl = np.array(o["data"], dtype=np.float32).reshape(o["shape"])[0]
+py = np.load(T + "/cli_infer.npy")
+for f in ("ctl_sock", "ctl_http"):
+    c = np.load(T + "/%s.npy" % f).reshape(curl.shape)
+    assert (c == curl).all() and (c == py).all(), (f, abs(c - curl).max())
+EOF
+else
+    fail py-c-client-python-curl-identical "$BIN/deformctl not built"
+fi
 pyc play wuson --clip Wuson_Walk --out "$T/cli_play.npy" >/dev/null 2>"$T/cli.err" \
     && "$BIN/deform" eval "$T/demo-repo/wuson" --clip Wuson_Walk --out "$T/eval_all.npy" >/dev/null 2>&1 \
     && "$PY" -c 'import numpy as np,sys; a=np.load(sys.argv[1]); b=np.load(sys.argv[2]); d=np.linalg.norm(b.max((0,1))-b.min((0,1))); e=abs(a-b).max(); print("play vs eval: frames", a.shape, "max err", e); sys.exit(0 if a.shape==b.shape and e<=1e-6*d else 1)' "$T/cli_play.npy" "$T/eval_all.npy" \
