@@ -37,4 +37,7 @@ golden() { # REL_ASSET BLENDER_INPUT NAME FRAMES
 assimp export "$M/X/Testwuson.X" "$W/wuson.glb" -fglb2 >/dev/null
 golden X/Testwuson.X "$W/wuson.glb" Testwuson "${GOLDEN_FRAMES:-6}"
 golden FBX/animation_with_skeleton.fbx "$M/FBX/animation_with_skeleton.fbx" animation_with_skeleton "${GOLDEN_FRAMES:-6}"
+assimp export "$M/X/BCN_Epileptic.X" "$W/bcn.glb" -fglb2 >/dev/null
+golden X/BCN_Epileptic.X "$W/bcn.glb" BCN_Epileptic "${GOLDEN_FRAMES:-6}"
+golden FBX/huesitos.fbx "$M/FBX/huesitos.fbx" huesitos "${GOLDEN_FRAMES:-6}"
 du -sh "$OUT"
