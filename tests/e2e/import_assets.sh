@@ -282,6 +282,10 @@ if run_ok import_multi_mesh "$D" import "$W/multi.gltf" --repository "$R" --name
     grep -q "meshes 3 (1 bound rigidly)" "$W/out" && ok import_multi_mesh || fail "import_multi_mesh (summary)"
     $PY "$W/gltf_ref.py" "$W/multi.gltf" "$W/multi.npy" "$W/multi.npy" "$T" posed0 \
         && ok multi_mesh_rigid_child_vs_gltf || fail multi_mesh_rigid_child_vs_gltf
+    # batch-first evaluation: one pose per call and 3 per call must agree
+    "$D" eval "$R/multi" --times "$T" --batch 1 --out "$W/b1.npy" >/dev/null \
+        && "$D" eval "$R/multi" --times "$T" --batch 3 --out "$W/b3.npy" >/dev/null \
+        && "$D" compare "$W/b1.npy" "$W/b3.npy" --tol 1e-6 >/dev/null && ok eval_batch_sizes_agree || fail eval_batch_sizes_agree
     # animated scale: stored as world matrices (clip/<i>/matrices), evaluated at key times
     # (between keys, matrices are lerped, not TRS-interpolated: see docs/import.md)
     grep -q "grow .*world matrices" "$W/out" && "$D" eval "$R/multi" --clip grow --times 0,0.5,1,2 --out "$W/grow.npy" >/dev/null \
