@@ -38,9 +38,13 @@ static char *tmp_path(const char *name)
     static char buf[1024];
     const char *d = getenv("DF_TEST_OUT");
     if (!d || !*d) d = "build/test-out";
-    char cmd[1100];
-    snprintf(cmd, sizeof cmd, "mkdir -p '%s'", d);
-    if (system(cmd) != 0) {}
+    static int made;
+    if (!made) {
+        char cmd[1100];
+        snprintf(cmd, sizeof cmd, "mkdir -p '%s'", d);
+        if (system(cmd) != 0) {}
+        made = 1;
+    }
     snprintf(buf, sizeof buf, "%s/rigged_%s.safetensors", d, name);
     return buf;
 }
