@@ -376,11 +376,15 @@ static inline int ref_eval(const char *model_path, int B, const char *const *in_
 }
 
 /* Norm-wise relative error: max |a-b| / max |b| (the output's scale). */
-static inline double max_rel_err(const float *a, const float *b, size_t n)
+static inline double max_rel_err(const void *a_any, const float *b, size_t n)
 {
+    /* a may point into a response body at any alignment */
+    const unsigned char *a = a_any;
     double m = 0, s = 0;
     for (size_t i = 0; i < n; i++) {
-        double d = fabs((double)a[i] - (double)b[i]);
+        float ai;
+        memcpy(&ai, a + 4 * i, 4);
+        double d = fabs((double)ai - (double)b[i]);
         if (!(d <= m)) m = d;
         if (fabs((double)b[i]) > s) s = fabs((double)b[i]);
     }

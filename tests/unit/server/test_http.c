@@ -462,7 +462,7 @@ static void test_real_asset_clip(void)
         DF_CHECK(df_model_evaluate(m, &bt, s, &e) == 0);
         DF_CHECK(r.header_len > 0 && (size_t)r.header_len + (size_t)nv * 36 == r.len);
         if (r.header_len > 0 && (size_t)r.header_len + (size_t)nv * 36 == r.len) {
-            double er = max_rel_err((const float *)(r.body + r.header_len), ref, (size_t)nv * 9);
+            double er = max_rel_err((r.body + r.header_len), ref, (size_t)nv * 9);
             DF_CHECK_MSG(er <= 1e-6, "wuson clip: rel err %g", er);
             /* poses differ from each other (the clip moves) */
             DF_CHECK(memcmp(ref, ref + nv * 3, (size_t)nv * 12) != 0);

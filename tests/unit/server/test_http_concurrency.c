@@ -97,7 +97,7 @@ static void *client(void *arg)
         if (rs.header_len <= 0 || (size_t)rs.header_len + (size_t)nv * 12 != rs.len) {
             c->mismatches++;
         } else {
-            double e = max_rel_err((const float *)(rs.body + rs.header_len), ref, (size_t)nv * 3);
+            double e = max_rel_err((rs.body + rs.header_len), ref, (size_t)nv * 3);
             if (e > c->worst) c->worst = e;
             if (e > 1e-6) c->mismatches++;
         }

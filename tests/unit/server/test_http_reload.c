@@ -64,7 +64,7 @@ static void *client(void *arg)
             b.out[df_model_find_output(vers[ver], "positions")] = op;
             df_error_t e = {0};
             if (df_model_evaluate(vers[ver], &b, s, &e) ||
-                max_rel_err((const float *)(r.body + r.header_len), ref, 360) > 1e-6)
+                max_rel_err((r.body + r.header_len), ref, 360) > 1e-6)
                 c->wrong++;
             else
                 c->ok++;
