@@ -10,6 +10,7 @@
  *    with normals, batch 1 and 32: ns/vertex, Mvertices/s, GB/s of the
  *    per-vertex stream (12 B in + 12 B out + 8 B per influence slot
  *    [+ 24 B normals]) and that as a fraction of triad bandwidth;
+ *  - the rejected across-vertex (SoA + gathers) LBS design, for the record;
  *  - the LBS kernel alone, and a plain scalar C LBS loop over the file's
  *    [N,K] layout as the baseline (ratio);
  *  - morph targets (N=50k, M=50): df_model_evaluate of a morph-only model
@@ -132,6 +133,45 @@ static void scalar_fn(void *p)
                                 m[4 * r + 2] * x[2] + m[4 * r + 3];
     }
 }
+
+#ifdef __AVX512F__
+#include <immintrin.h>
+/* The design we did not take (skin.c): LBS vectorised ACROSS 16 vertices,
+ * structure-of-arrays influences and positions, each blended matrix entry
+ * gathered from the joint matrices (12 gathers per influence per 16
+ * vertices). Outputs are SoA too (which favours this variant: no
+ * re-interleave). Measured here side by side with the kernel we use. */
+typedef struct {
+    int64_t N, K;
+    const int32_t *jsoa; /* [K][N] joint * 12 */
+    const float *wsoa;   /* [K][N] */
+    const float *S;      /* [J][12] row-major */
+    const float *x, *y, *z;
+    float *ox, *oy, *oz;
+} gather_t;
+static void gather_fn(void *p)
+{
+    gather_t *g = p;
+    for (int64_t v = 0; v + 16 <= g->N; v += 16) {
+        __m512 a[12];
+        for (int e = 0; e < 12; e++) a[e] = _mm512_setzero_ps();
+        for (int64_t k = 0; k < g->K; k++) {
+            __m512i j = _mm512_loadu_si512(g->jsoa + k * g->N + v);
+            __m512 w = _mm512_loadu_ps(g->wsoa + k * g->N + v);
+            for (int e = 0; e < 12; e++)
+                a[e] = _mm512_fmadd_ps(w, _mm512_i32gather_ps(j, g->S + e, 4), a[e]);
+        }
+        __m512 x = _mm512_loadu_ps(g->x + v), y = _mm512_loadu_ps(g->y + v),
+               z = _mm512_loadu_ps(g->z + v);
+        float *dst[3] = {g->ox + v, g->oy + v, g->oz + v};
+        for (int r = 0; r < 3; r++)
+            _mm512_storeu_ps(dst[r],
+                             _mm512_fmadd_ps(a[4 * r], x,
+                                             _mm512_fmadd_ps(a[4 * r + 1], y,
+                                                             _mm512_fmadd_ps(a[4 * r + 2], z, a[4 * r + 3]))));
+    }
+}
+#endif
 
 typedef struct {
     const df__skin_t *sk;
@@ -329,6 +369,30 @@ static void bench_skinning(const char *label, const char *path)
         printf("plain scalar C LBS loop ([N,K] layout, K=%lld): %.3f ns/vert "
                "(evaluate LBS B=1 pos is %.2fx faster)\n",
                (long long)K, ts, ts / lbs_b1_pos);
+#ifdef __AVX512F__
+        {
+            int32_t *jsoa = malloc(K * N * 4);
+            float *wsoa = malloc(K * N * 4), *xs = malloc(N * 12), *os = malloc(N * 12);
+            const int32_t *jf = tj->data;
+            const float *wf = tw->data;
+            for (int64_t v = 0; v < N; v++)
+                for (int64_t k = 0; k < K; k++) {
+                    jsoa[k * N + v] = jf[v * K + k] * 12;
+                    wsoa[k * N + v] = wf[v * K + k];
+                }
+            for (int64_t v = 0; v < N; v++)
+                for (int c = 0; c < 3; c++) xs[c * N + v] = P[3 * v + c];
+            gather_t gt = {N, K, jsoa, wsoa, S, xs, xs + N, xs + 2 * N,
+                           os, os + N, os + 2 * N};
+            double tg = timeit(gather_fn, &gt) / N * 1e9;
+            printf("rejected design, across-vertex AVX-512 with gathers (SoA in "
+                   "and out, all K slots): %.3f ns/vert pos\n", tg);
+            free(jsoa);
+            free(wsoa);
+            free(xs);
+            free(os);
+        }
+#endif
         for (int impl = 0; impl < 3; impl++) {
             kern_t kc = {&sk, mats, P, NULL, out, NULL};
             if (df__skin_lbs_impl(impl, &sk, mats, P, NULL, out, NULL) < 0)

@@ -9,10 +9,10 @@
  * joint) stay in L1 for any realistic skeleton; the per-vertex stream is
  * position (12 B) + k*(4+4) B of influences + output.
  *
- * We vectorise over the 12 matrix entries rather than over 8 vertices: the
- * across-vertex (SoA) form needs 12 gathers per influence per 8 vertices,
- * and gathers of matrix entries cost more than the whole per-vertex FMA
- * chain here (measured in docs/rigged.md). Blocks still matter: they give
+ * We vectorise over the matrix entries rather than across vertices: the
+ * across-vertex (SoA) form needs 12 gathers per influence per 16 vertices,
+ * and on this machine it ran ~5x slower than this kernel even with SoA
+ * outputs (bench_core prints both; figures in docs/rigged.md). Blocks still matter: they give
  * a per-block slot count so the inner loop trip count is uniform and
  * predictable.
  *
