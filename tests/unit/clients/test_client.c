@@ -666,7 +666,7 @@ static void test_limits(void)
 {
     daemon_t D2;
     const char *extra[] = {"--socket-port", "0", "--set", "max_inflight_per_conn=4",
-                           "--set", "max_frame_bytes=4096", NULL};
+                           "--set", "max_frame_bytes=4096", "--set", "idle_timeout_s=1", NULL};
     DF_CHECK(daemon_start(&D2, repo, "sock_limits", extra) == 0);
     int port = read_sock_port(&D2);
     DF_CHECK(port > 0);
@@ -709,31 +709,48 @@ static void test_limits(void)
              f.h.type == DF_FT_ERROR && f.u.error.code == DF_ELIMIT);
     DF_CHECK(read_frame(fd, buf, sizeof buf) == 0);
     close(fd);
+    /* idle timeout 1 s: a silent connection, and one stuck in a partial
+     * header, are closed (EOF within the 10 s receive timeout) */
+    for (int k = 0; k < 2; k++) {
+        fd = raw_connect(port);
+        if (k == 1) DF_CHECK(send_all(fd, b, 10) == 0);
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        DF_CHECK_MSG(read_frame(fd, buf, sizeof buf) == 0, "idle connection %d not closed", k);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        printf("# idle connection%s closed after %.1f s (idle_timeout_s=1)\n",
+               k ? " with a partial header" : "", (double)(t1.tv_sec - t0.tv_sec) +
+               (t1.tv_nsec - t0.tv_nsec) * 1e-9);
+        close(fd);
+    }
     free(many);
     free(b);
     DF_CHECK(daemon_stop(&D2) == 0);
 }
 
-/* A client that sends 400 requests for big answers and reads nothing for a
- * while: the daemon keeps serving other connections (workers never block
- * on a slow reader), and every answer arrives once the client reads. */
+/* A client that sends 120 requests of 64 poses (1.47 MB answers, 177 MB
+ * in all: more than the 64 MiB a connection may queue, so the daemon must
+ * pause reading it) and reads nothing for a while: the daemon keeps serving
+ * other connections (workers never block on a slow reader), and every
+ * answer arrives, in full, once the client reads. */
 static void test_slow_reader(void)
 {
+    enum { NREQ = 120, SB = 64 };
     int fd = raw_connect(sock_port);
     if (fd < 0) return;
     df_frame_infer_t q;
     memset(&q, 0, sizeof q);
-    q.n_poses = 4;
-    strcpy(q.character, "alice"); /* 4 x 960 x 3 x 2 outputs: ~92 KB per answer */
+    q.n_poses = SB;
+    strcpy(q.character, "alice"); /* positions + normals: 64 x 960 x 3 x 4 x 2 bytes */
     size_t n;
     uint8_t *b = enc_infer(&q, 1, &n);
-    for (int i = 0; i < 200; i++) {
+    for (int i = 0; i < NREQ; i++) {
         b[12] = (uint8_t)i;
         b[13] = (uint8_t)(i >> 8);
         DF_CHECK(send_all(fd, b, n) == 0);
     }
     free(b);
-    usleep(300 * 1000);
+    usleep(500 * 1000);
     df_client_t *c = conn(); /* another client is served meanwhile */
     df_client_request_t qq = {0};
     qq.character = "prop";
@@ -742,18 +759,22 @@ static void test_slow_reader(void)
     DF_CHECK_MSG(c && df_client_infer(c, &qq, &r, &err) == 0, "%s", err.msg);
     df_client_result_free(&r);
     df_client_close(&c);
-    static uint8_t buf[1 << 20] __attribute__((aligned(8)));
+    static uint8_t buf[2 << 20] __attribute__((aligned(8)));
     int got = 0;
-    for (int i = 0; i < 200; i++) {
+    uint64_t ids = 0;
+    for (int i = 0; i < NREQ; i++) {
         long rr = read_frame(fd, buf, sizeof buf);
         df_frame_t f;
         if (rr > 0 && df_frame_decode(buf, (size_t)rr, 1u << 22, &f, NULL, &err) == 0 &&
-            f.h.type == DF_FT_RESULT)
+            f.h.type == DF_FT_RESULT && f.u.result.n_poses == SB && f.u.result.n_outputs == 2) {
             got++;
-        else
+            ids += f.h.id;
+        } else {
             break;
+        }
     }
-    DF_CHECK_MSG(got == 200, "slow reader got %d of 200 answers", got);
+    DF_CHECK_MSG(got == NREQ && ids == (uint64_t)NREQ * (NREQ - 1) / 2,
+                 "slow reader got %d of %d answers", got, NREQ);
     close(fd);
 }
 
