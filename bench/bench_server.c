@@ -4,7 +4,8 @@
  *       writes the benchmark repository: "face" — the Wuson mesh from
  *       Debian's assimp-testmodels (OBJ/WusonOBJ.obj, 2117 vertices) with
  *       256 smooth morph targets, so evaluation is dominated by the morph
- *       GEMM; characters face_a (own default weights) and face_b — and
+ *       GEMM; characters face_a (own default weights) and face_b; "bigface",
+ *       the same mesh with 1024 targets (characters big_a, big_b) — and
  *       "tiny", a 120-vertex rig (characters tiny_a, tiny_b) for transport
  *       overhead.
  *   bench_server run --port P --proto json|bin|sock|fixed-http|fixed-sock
@@ -134,6 +135,10 @@ static int mkrepo(const char *dir)
     if (system(p)) return 1;
     snprintf(p, sizeof p, "%s/face/1/model.safetensors", dir);
     if (write_model(p, nv, pos, nt, tri, 256, 0.05f, 1)) return 1;
+    snprintf(p, sizeof p, "mkdir -p '%s/bigface/1'", dir);
+    if (system(p)) return 1;
+    snprintf(p, sizeof p, "%s/bigface/1/model.safetensors", dir);
+    if (write_model(p, nv, pos, nt, tri, 1024, 0.02f, 3)) return 1;
     aiReleaseImport(sc);
     /* tiny: a 10x12 grid */
     int gx = 10, gy = 12;
@@ -164,10 +169,13 @@ static int mkrepo(const char *dir)
     n += (size_t)snprintf(w + n, sizeof w - n, "]}},\"face_b\":{}}}");
     snprintf(p, sizeof p, "%s/face/config.json", dir);
     wfile(p, w);
+    snprintf(p, sizeof p, "%s/bigface/config.json", dir);
+    wfile(p, "{\"kind\":\"rigged\",\"max_batch_size\":64,\"max_queue_delay_us\":2000,"
+             "\"max_queue_length\":4096,\"characters\":{\"big_a\":{},\"big_b\":{}}}");
     snprintf(p, sizeof p, "%s/tiny/config.json", dir);
     wfile(p, "{\"kind\":\"rigged\",\"max_batch_size\":64,\"max_queue_delay_us\":200,"
              "\"max_queue_length\":4096,\"characters\":{\"tiny_a\":{},\"tiny_b\":{}}}");
-    printf("repository %s: face %lld vertices 256 morphs, tiny %lld vertices\n", dir, (long long)nv,
+    printf("repository %s: face/bigface %lld vertices 256/1024 morphs, tiny %lld vertices\n", dir, (long long)nv,
            (long long)tv);
     free(pos); free(tri); free(tp); free(ti);
     return 0;

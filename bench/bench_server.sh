@@ -22,7 +22,7 @@ OUT=$B/bench/server_results.txt
 REPO=$B/bench/server_repo
 LG=$B/bench/bench_server
 mkdir -p "$B/bench"
-[ -f "$REPO/face/1/model.safetensors" ] || "$LG" mkrepo "$REPO" || exit 1
+[ -f "$REPO/bigface/1/model.safetensors" ] || "$LG" mkrepo "$REPO" || exit 1
 pids=()
 cleanup() { for p in "${pids[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null; done; }
 trap cleanup EXIT
@@ -44,27 +44,31 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else
 
 {
 echo "# deformd bench-server $(date -u +%FT%TZ) on $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "## heavy model: face (2117 vertices, 256 morph targets), $CH connections, ${SECS}s each"
-start_deformd heavy_on
-on=$("$LG" run --port "$HP" --proto bin --conns "$CH" --secs "$SECS" --chars face_a,face_b --weights 256 --pid "$DPID")
-echo "batching on : $on"
-on_s=""
-if [ "${SP:--1}" -gt 0 ]; then
-    on_s=$("$LG" run --port "$SP" --proto sock --conns "$CH" --secs "$SECS" --chars face_a,face_b --weights 256 --pid "$DPID")
-    echo "batching on : $on_s"
-fi
-curl -s "http://127.0.0.1:$HP/metrics" | grep -E '^deformd_(batches_total|batches_mixed_total|batch_size_sum|batch_size_count)\{model="face"' | sed 's/^/    /'
-stop "$DPID"
-start_deformd heavy_off --no-batching
-off=$("$LG" run --port "$HP" --proto bin --conns "$CH" --secs "$SECS" --chars face_a,face_b --weights 256 --pid "$DPID")
-echo "batching off: $off"
-if [ -n "$on_s" ]; then
-    off_s=$("$LG" run --port "$SP" --proto sock --conns "$CH" --secs "$SECS" --chars face_a,face_b --weights 256 --pid "$DPID")
-    echo "batching off: $off_s"
-fi
-stop "$DPID"
-echo "RATIO batching on/off (HTTP binary): $(ratio "$(rps "$on")" "$(rps "$off")")"
-[ -n "$on_s" ] && echo "RATIO batching on/off (socket): $(ratio "$(rps "$on_s")" "$(rps "$off_s")")"
+heavy() { # $1 model label, $2 characters, $3 weights
+    echo "## heavy model: $1, $CH connections, ${SECS}s each"
+    start_deformd heavy_on
+    on=$("$LG" run --port "$HP" --proto bin --conns "$CH" --secs "$SECS" --chars "$2" --weights "$3" --pid "$DPID")
+    echo "batching on : $on"
+    on_s=""; off_s=""
+    if [ "${SP:--1}" -gt 0 ]; then
+        on_s=$("$LG" run --port "$SP" --proto sock --conns "$CH" --secs "$SECS" --chars "$2" --weights "$3" --pid "$DPID")
+        echo "batching on : $on_s"
+    fi
+    curl -s "http://127.0.0.1:$HP/metrics" | grep -E "^deformd_(batches_total|batches_mixed_total|batch_size_sum|batch_size_count|compute_us_total|requests_total)\\{model=\"${1%% *}\"" | sed 's/^/    /'
+    stop "$DPID"
+    start_deformd heavy_off --no-batching
+    off=$("$LG" run --port "$HP" --proto bin --conns "$CH" --secs "$SECS" --chars "$2" --weights "$3" --pid "$DPID")
+    echo "batching off: $off"
+    if [ -n "$on_s" ]; then
+        off_s=$("$LG" run --port "$SP" --proto sock --conns "$CH" --secs "$SECS" --chars "$2" --weights "$3" --pid "$DPID")
+        echo "batching off: $off_s"
+    fi
+    stop "$DPID"
+    echo "RATIO batching on/off (HTTP binary, $1): $(ratio "$(rps "$on")" "$(rps "$off")")"
+    [ -n "$on_s" ] && echo "RATIO batching on/off (socket, $1): $(ratio "$(rps "$on_s")" "$(rps "$off_s")")"
+}
+heavy "face (2117 vertices, 256 morph targets)" face_a,face_b 256
+heavy "bigface (2117 vertices, 1024 morph targets)" big_a,big_b 1024
 
 echo "## small model: tiny (120 vertices), $CS connections, ${SECS}s each"
 start_deformd small
