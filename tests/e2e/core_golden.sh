@@ -25,10 +25,11 @@ for j in "$G"/*__*.json; do
     base=${j%.json}
     file=$(basename "$base")
     model=${file%%__*}
-    read -r asset clip times tol < <($PY -c "
+    read -r asset clip times tol skin < <($PY -c "
 import json,sys; m=json.load(open(sys.argv[1]))
-print(m['asset'], m['clip'].replace(' ','\\\\ '), ','.join('%.9g' % t for t in m['times']), m['tolerance_rel'])" "$j")
+print(m['asset'], m['clip'].replace(' ','\\\\ '), ','.join('%.9g' % t for t in m['times']), m['tolerance_rel'], m.get('skinning', 'lbs'))" "$j")
     name="$label $model $clip"
+    [ "$skin" = lbs ] || name="$name ($skin)"
     if [ ! -f "$M/$asset" ]; then echo "FAIL $name (asset $M/$asset missing)"; fails=$((fails+1)); continue; fi
     if [ ! -d "$W/repo/$model" ]; then
         if ! "$BIN/deform" import "$M/$asset" --repository "$W/repo" --name "$model" >"$W/import_$model.log" 2>&1; then
@@ -36,7 +37,7 @@ print(m['asset'], m['clip'].replace(' ','\\\\ '), ','.join('%.9g' % t for t in m
             echo "FAIL $name (import)"; fails=$((fails+1)); continue
         fi
     fi
-    if ! "$BIN/deform" eval "$W/repo/$model" --clip "$clip" --times "$times" --out "$W/$file.npy" >"$W/eval.log" 2>&1; then
+    if ! "$BIN/deform" eval "$W/repo/$model" --clip "$clip" --times "$times" --skinning "$skin" --out "$W/$file.npy" >"$W/eval.log" 2>&1; then
         cat "$W/eval.log"; echo "FAIL $name (eval)"; fails=$((fails+1)); continue
     fi
     out=$("$BIN/deform" compare "$W/$file.npy" "$base.npy" --rest "$W/repo/$model" --tol "$tol" 2>&1)

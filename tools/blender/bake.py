@@ -2,8 +2,9 @@
 
 Run headless:
     blender -b --factory-startup --python tools/blender/bake.py -- IN OUT_DIR \
-        [--frames keys|all|a:b] [--max-frames K] [--clips A,B] [--fbx-scale S]
+        [--frames keys|all|a:b] [--max-frames K] [--clips A,B] [--fbx-scale S] [--dqs]
 
+--dqs bakes with the armature modifiers' "Preserve Volume" on: Blender's dual-quaternion skinning.
 IN is a .glb/.gltf (Blender's glTF importer) or an .fbx (Blender's own FBX importer, which
 shares no code with assimp). For every action (one per animation) and every chosen frame
 the script sets the frame, evaluates the depsgraph and reads the *evaluated* vertex positions
@@ -44,7 +45,7 @@ def parse_args():
         sys.exit("usage: blender -b --factory-startup --python bake.py -- IN OUT_DIR "
                  "[--frames keys|all|a:b] [--max-frames K] [--clips A,B] [--fbx-scale S]")
     a = {"in": argv[0], "out": argv[1], "frames": "keys", "max_frames": 0, "clips": None,
-         "fbx_scale": None}
+         "fbx_scale": None, "dqs": False}
     i = 2
     while i < len(argv):
         k = argv[i]
@@ -57,6 +58,10 @@ def parse_args():
             a["clips"] = v.split(",")
         elif k == "--fbx-scale":
             a["fbx_scale"] = float(v)
+        elif k == "--dqs":  # armature modifiers with "Preserve Volume" (dual quaternions)
+            a["dqs"] = True
+            i += 1
+            continue
         else:
             sys.exit("bake.py: unknown option %s" % k)
         i += 2
@@ -164,6 +169,10 @@ def main():
     arms = [o for o in bpy.data.objects if o.type == "ARMATURE"]
     if not objs:
         sys.exit("bake.py: no mesh in %s" % a["in"])
+    for o in objs:
+        for md in o.modifiers:
+            if md.type == "ARMATURE":
+                md.use_deform_preserve_volume = a["dqs"]
 
     # Bind pose: armatures in REST position.
     for arm in arms:

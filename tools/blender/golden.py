@@ -12,6 +12,8 @@ vertices is matched to a Blender vertex by nearest neighbour:
      `deform eval --times <that frame's time>` output) against Blender's frame. The matching
      distance of that frame is then part of what is tested, so it is recorded
      ("match_max_rel"); every other frame is an independent comparison.
+A --dqs bake (Blender's "Preserve Volume") reuses the matching of the plain bake (--load-perm)
+and is written as <prefix>__<clip>__dqs with "skinning": "dqs".
 Then K frames per clip (evenly spaced among the baked key frames, first and last included) are
 written as OUT_DIR/<prefix>__<clip>.npy (float32 [K,N,3]) with a JSON beside it:
   {"asset", "clip", "times" (s since the clip's first key), "blender_frames", "fps",
@@ -54,6 +56,10 @@ def main():
     ap.add_argument("--asset", required=True)
     ap.add_argument("--frames", type=int, default=5)
     ap.add_argument("--prefix", default=None)
+    ap.add_argument("--skinning", default="lbs",
+                    help="what the bake used (bake.py --dqs: dqs); stored in the JSON")
+    ap.add_argument("--save-perm", help="write the vertex matching here (.npy)")
+    ap.add_argument("--load-perm", help="reuse a matching (a --dqs bake of the same asset)")
     ap.add_argument("--clip-names", default="",
                     help="our clip names (comma separated); Blender's FBX importer calls an "
                          "action OBJECT|TAKE where assimp says TAKE")
@@ -68,14 +74,18 @@ def main():
     perm, dist = nearest(ours_rest, brest)
     method = "rest"
     mrel = float(dist.max() / D)
-    if mrel > 1e-6:
+    if a.load_perm:
+        perm = np.load(a.load_perm)  # matched on the plain bake; its distance is recorded there
+        method = "reused:" + os.path.basename(a.load_perm)
+        mrel = None
+    elif mrel > 1e-6:
         c0 = idx["clips"][0]["file"]
         b0 = np.load(os.path.join(a.bake, c0 + ".npy"))[0]
         o0 = np.load(os.path.join(a.ours_frame0_dir, c0 + ".npy")).reshape(-1, 3)
         perm, dist = nearest(o0, b0)
         method = "frame0:" + idx["clips"][0]["clip"]
         mrel = float(dist.max() / D)
-    if len(perm) == len(brest):
+    if len(perm) == len(brest) and not a.load_perm:
         # Coincident vertices (seams) can carry different skins: when Blender kept our order,
         # prefer the vertex with the same index among equally near candidates.
         ref = ours_rest if method == "rest" else o0
@@ -86,8 +96,11 @@ def main():
         dist[keep] = same[keep]
         mrel = float(dist.max() / D)
         print("%s: %d of %d vertices keep their index" % (prefix, int(keep.sum()), len(perm)))
-    print("%s: matched %d of our vertices to %d Blender vertices on %s, max distance %.3g x diag"
-          % (prefix, len(perm), len(brest), method, mrel))
+    if a.save_perm:
+        np.save(a.save_perm, perm)
+    print("%s: matched %d of our vertices to %d Blender vertices on %s%s"
+          % (prefix, len(perm), len(brest), method,
+             ", max distance %.3g x diag" % mrel if mrel is not None else ""))
     for c in idx["clips"]:
         meta = json.load(open(os.path.join(a.bake, c["file"] + ".json")))
         pos = np.load(os.path.join(a.bake, c["file"] + ".npy"))
@@ -99,12 +112,12 @@ def main():
             if cn == meta["clip"] or meta["clip"].endswith("|" + cn):
                 ours = cn
                 break
-        name = "%s__%s" % (prefix, c["file"])
+        name = "%s__%s" % (prefix, c["file"]) + ("__dqs" if a.skinning == "dqs" else "")
         np.save(os.path.join(a.out, name + ".npy"), g)
         out = {"asset": a.asset, "clip": ours, "blender_clip": meta["clip"],
                "times": [meta["times"][i] for i in sel],
                "blender_frames": [meta["frames"][i] for i in sel], "fps": meta["fps"],
-               "match": method, "match_max_rel": mrel, "n_vertices": int(len(perm)),
+               "match": method, "match_max_rel": mrel, "skinning": a.skinning, "n_vertices": int(len(perm)),
                "blender_vertices": int(pos.shape[1]), "tolerance_rel": 1e-4,
                "blender_import": meta.get("import")}
         with open(os.path.join(a.out, name + ".json"), "w") as fh:

@@ -17,8 +17,8 @@ DEFORM=${BIN:-bin}/deform
 W=$(mktemp -d /tmp/df-golden.XXXXXX)
 trap 'rm -rf "$W"' EXIT
 mkdir -p "$OUT"
-golden() { # REL_ASSET BLENDER_INPUT NAME FRAMES
-    local rel=$1 in=$2 name=$3 frames=$4
+golden() { # REL_ASSET BLENDER_INPUT NAME FRAMES [dqs]
+    local rel=$1 in=$2 name=$3 frames=$4 dqs=${5:-}
     blender -b --factory-startup --python tools/blender/bake.py -- "$in" "$W/bake_$name" --frames keys \
         2>&1 | grep -E '^bake' || { echo "bake of $in failed" >&2; exit 1; }
     "$DEFORM" import "$M/$rel" --repository "$W/repo" --name "$name" >/dev/null
@@ -32,11 +32,18 @@ golden() { # REL_ASSET BLENDER_INPUT NAME FRAMES
     ftime=$($PY -c "import json; print(json.load(open('$W/bake_$name/$first.json'))['times'][0])")
     "$DEFORM" eval "$W/repo/$name" --clip "$fclip" --times "$ftime" --out "$W/f0_$name/$first.npy" >/dev/null
     $PY tools/blender/golden.py "$W/bake_$name" "$W/rest_$name.npy" "$W/f0_$name" "$OUT" \
-        --asset "$rel" --frames "$frames" --prefix "$name" --clip-names "$clips"
+        --asset "$rel" --frames "$frames" --prefix "$name" --clip-names "$clips" --save-perm "$W/perm_$name.npy"
+    if [ -n "$dqs" ]; then   # Blender's dual-quaternion skinning ("Preserve Volume")
+        blender -b --factory-startup --python tools/blender/bake.py -- "$in" "$W/bakedq_$name" --frames keys --dqs \
+            2>&1 | grep -E '^bake' || { echo "dqs bake of $in failed" >&2; exit 1; }
+        $PY tools/blender/golden.py "$W/bakedq_$name" "$W/rest_$name.npy" "$W/f0_$name" "$OUT" \
+            --asset "$rel" --frames "$frames" --prefix "$name" --clip-names "$clips" \
+            --load-perm "$W/perm_$name.npy" --skinning dqs
+    fi
 }
 assimp export "$M/X/Testwuson.X" "$W/wuson.glb" -fglb2 >/dev/null
-golden X/Testwuson.X "$W/wuson.glb" Testwuson "${GOLDEN_FRAMES:-6}"
-golden FBX/animation_with_skeleton.fbx "$M/FBX/animation_with_skeleton.fbx" animation_with_skeleton "${GOLDEN_FRAMES:-6}"
+golden X/Testwuson.X "$W/wuson.glb" Testwuson "${GOLDEN_FRAMES:-6}" dqs
+golden FBX/animation_with_skeleton.fbx "$M/FBX/animation_with_skeleton.fbx" animation_with_skeleton "${GOLDEN_FRAMES:-6}" dqs
 assimp export "$M/X/BCN_Epileptic.X" "$W/bcn.glb" -fglb2 >/dev/null
 golden X/BCN_Epileptic.X "$W/bcn.glb" BCN_Epileptic "${GOLDEN_FRAMES:-6}"
 golden FBX/huesitos.fbx "$M/FBX/huesitos.fbx" huesitos "${GOLDEN_FRAMES:-6}"
