@@ -184,7 +184,8 @@ static void test_overload_429(void)
     char repo[1024];
     snprintf(repo, sizeof repo, "%s/http_conc_repo", test_out());
     daemon_t D2;
-    const char *extra[] = {"--set", "max_queue_length=2", "--set", "max_queue_delay_us=400000",
+    /* requests wait 1.5 s for a batch: all 8 arrive while the first 2 are queued */
+    const char *extra[] = {"--set", "max_queue_length=2", "--set", "max_queue_delay_us=1500000",
                            "--set", "max_batch_size=64", "--workers", "1", NULL};
     DF_CHECK(daemon_start(&D2, repo, "http_overload", extra) == 0);
     port2 = D2.port;

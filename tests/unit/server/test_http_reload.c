@@ -118,7 +118,7 @@ static void test_reload_under_load(void)
         pthread_create(&th[i], NULL, client, &cl[i]);
     }
     CURL *h = curl_easy_init();
-    usleep(300000);
+    usleep(500000);
     DF_CHECK(served_version(h) == 1);
     /* version 2 through the repository API */
     add_version(2, 555, 0);
@@ -128,7 +128,7 @@ static void test_reload_under_load(void)
     DF_CHECK_MSG(r.status == 200, "load v2: %ld %s", r.status, r.body);
     resp_free(&r);
     DF_CHECK(served_version(h) == 2);
-    usleep(300000);
+    usleep(500000);
     /* corrupt version 3: refused, version 2 keeps serving */
     add_version(3, 0, 1);
     DF_CHECK(http_req(h, D.port, "POST", "/v2/repository/models/prop/load", NULL, 0, hd, &r) == 0);
@@ -138,7 +138,7 @@ static void test_reload_under_load(void)
     DF_CHECK(http_req(h, D.port, "GET", "/v2/repository/index", NULL, 0, NULL, &r) == 0);
     DF_CHECK(strstr(r.body, "\"version\":\"2\"") && strstr(r.body, "READY"));
     resp_free(&r);
-    usleep(300000);
+    usleep(500000);
     /* version 4 + SIGHUP */
     add_version(4, 777, 0);
     kill(D.pid, SIGHUP);
@@ -148,7 +148,7 @@ static void test_reload_under_load(void)
         v = served_version(h);
     }
     DF_CHECK(v == 4);
-    usleep(300000);
+    usleep(500000);
     atomic_store(&stop_flag, 1);
     int ok = 0, failed = 0, wrong = 0, seen[5] = {0};
     for (int i = 0; i < NC; i++) {
@@ -208,7 +208,20 @@ static void test_sigterm_drains(void)
         s[i].status = 0;
         pthread_create(&th[i], NULL, shot, &s[i]);
     }
-    usleep(300000);
+    /* wait until all N requests sit in the queue (inflight gauge) */
+    CURL *h = curl_easy_init();
+    for (int i = 0; i < 500; i++) {
+        resp_t r;
+        int n = -1;
+        if (http_req(h, D2.port, "GET", "/metrics", NULL, 0, NULL, &r) == 0) {
+            const char *p = strstr(r.body, "deformd_inflight_requests ");
+            if (p) n = atoi(p + strlen("deformd_inflight_requests "));
+        }
+        resp_free(&r);
+        if (n == N) break;
+        usleep(10000);
+    }
+    curl_easy_cleanup(h);
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     int code = daemon_stop(&D2);
