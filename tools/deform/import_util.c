@@ -1,8 +1,9 @@
 /* import_util.c — small helpers shared by bin/deform's asset-side subcommands.
  *
  * A MODEL argument is either a model directory REPO/NAME (with config.json; loaded through
- * df_repo_load on REPO so the tool sees exactly what the daemon would serve) or a bare
- * .safetensors file whose __metadata__ "kind" says how to load it.
+ * df_repo_load on REPO so the tool sees exactly what the daemon would serve), a version
+ * directory REPO/NAME/<v> (its model.safetensors), or a bare .safetensors file whose
+ * __metadata__ "kind" says how to load it.
  */
 #include "import.h"
 
@@ -67,6 +68,11 @@ int df__tool_open_model(const char *arg, df_model_t **out, char *path_out, size_
     size_t L = strlen(buf);
     while (L > 1 && buf[L - 1] == '/') buf[--L] = 0;
     if (is_dir(buf)) {
+        char cfg[PATH_MAX + 16], st_path[PATH_MAX + 24];
+        snprintf(cfg, sizeof cfg, "%s/config.json", buf);
+        snprintf(st_path, sizeof st_path, "%s/model.safetensors", buf);
+        if (stat(cfg, &(struct stat){0}) != 0 && stat(st_path, &(struct stat){0}) == 0)
+            return df__tool_open_model(st_path, out, path_out, n, err); /* a version directory */
         char *slash = strrchr(buf, '/');
         const char *repo = ".", *name = buf;
         if (slash) {
