@@ -245,6 +245,7 @@ typedef struct {
     size_t len, cap;
     long header_len; /* Inference-Header-Content-Length, -1 absent */
     char ctype[128];
+    char cors[128];  /* Access-Control-Allow-Origin */
 } resp_t;
 
 static size_t du_write(char *p, size_t sz, size_t n, void *u)
@@ -269,6 +270,13 @@ static size_t du_header(char *p, size_t sz, size_t n, void *u)
     size_t k = sz * n;
     const char *h = "inference-header-content-length:";
     if (k > strlen(h) && !strncasecmp(p, h, strlen(h))) r->header_len = atol(p + strlen(h));
+    const char *ao = "access-control-allow-origin:";
+    if (k > strlen(ao) && !strncasecmp(p, ao, strlen(ao))) {
+        size_t m = k - strlen(ao);
+        if (m >= sizeof r->cors) m = sizeof r->cors - 1;
+        memcpy(r->cors, p + strlen(ao), m);
+        r->cors[m] = 0;
+    }
     const char *c = "content-type:";
     if (k > strlen(c) && !strncasecmp(p, c, strlen(c))) {
         size_t m = k - strlen(c);

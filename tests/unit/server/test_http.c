@@ -489,6 +489,24 @@ static void test_real_asset_clip(void)
     DF_CHECK(!leaked);
 }
 
+static void test_viewer_and_cors(void)
+{
+    resp_t r;
+    DF_CHECK(http_req(C, D.port, "GET", "/v2/health/live", NULL, 0, NULL, &r) == 0);
+    DF_CHECK(strstr(r.cors, "https://viewer.example") != NULL);
+    resp_free(&r);
+    DF_CHECK(http_req(C, D.port, "OPTIONS", "/v2/models/prop/infer", NULL, 0, NULL, &r) == 0);
+    DF_CHECK(r.status == 204 && strstr(r.cors, "https://viewer.example"));
+    resp_free(&r);
+    if (access("server/www/index.html", R_OK) == 0) {
+        DF_CHECK(http_req(C, D.port, "GET", "/viewer/", NULL, 0, NULL, &r) == 0);
+        DF_CHECK(r.status == 200 && strstr(r.ctype, "text/html"));
+        resp_free(&r);
+    }
+    DF_CHECK(http_req(C, D.port, "GET", "/", NULL, 0, NULL, &r) == 0 && r.status == 302);
+    resp_free(&r);
+}
+
 static void test_sigterm_exit0(void)
 {
     DF_CHECK(daemon_stop(&D) == 0);
@@ -505,7 +523,8 @@ int main(void)
     snprintf(prop_path, sizeof prop_path, "%s/prop/1/model.safetensors", repo);
     curl_global_init(CURL_GLOBAL_ALL);
     C = curl_easy_init();
-    if (daemon_start(&D, repo, "http_basic", NULL)) {
+    const char *extra[] = {"--cors-origin", "https://viewer.example", NULL};
+    if (daemon_start(&D, repo, "http_basic", extra)) {
         printf("FAIL daemon_start\n");
         return 1;
     }
@@ -518,6 +537,7 @@ int main(void)
     DF_RUN(test_mesh);
     DF_RUN(test_metrics);
     DF_RUN(test_repo_api_disabled);
+    DF_RUN(test_viewer_and_cors);
     DF_RUN(test_sigterm_exit0);
     DF_RUN(test_real_asset_clip);
     curl_easy_cleanup(C);
