@@ -227,8 +227,13 @@ static int ra_evaluate(const df_model_t *mo, const df_batch_t *b, void *scratch,
                 else
                     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, (int)(3 * V), (int)P, 1.0f, coef, (int)P,
                                 r->G, (int)P, 1.0f, vnl, (int)(3 * V));
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)V, 3 * B, (int)A, 1.0f, r->H, (int)A,
-                            AP, 3 * B, 0.0f, R, 3 * B);
+                if (B == 1) /* gemm with N = 3 repacks H every call: 3 strided gemv instead */
+                    for (int c = 0; c < 3; c++)
+                        cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)V, (int)A, 1.0f, r->H, (int)A, AP + c, 3, 0.0f,
+                                    R + c, 3);
+                else
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)V, 3 * B, (int)A, 1.0f, r->H,
+                                (int)A, AP, 3 * B, 0.0f, R, 3 * B);
                 for (int64_t v = 0; v < V; v++)
                     for (int p = 0; p < B; p++)
                         for (int c = 0; c < 3; c++) vnl[(size_t)p * 3 * V + v * 3 + c] += R[(v * B + p) * 3 + c];
