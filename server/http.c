@@ -356,8 +356,7 @@ static enum MHD_Result h_mesh(req_t *q)
         df_ks_buf_json_string(b, ci.name);
         df_ks_buf_printf(b, ",\"vertices\":%lld,\"triangles\":%lld,\"positions\":[", (long long)nv,
                          (long long)nt);
-        for (int64_t i = 0; i < nv * 3; i++)
-            df_ks_buf_printf(b, i ? ",%.9g" : "%.9g", (double)pos[i]);
+        df_ks_buf_floats(b, pos, (size_t)nv * 3);
         df_ks_buf_append(b, "],\"indices\":[", 13);
         const uint32_t *t = df_model_triangles(m);
         for (int64_t i = 0; i < nt * 3; i++) df_ks_buf_printf(b, i ? ",%u" : "%u", t[i]);

@@ -76,14 +76,21 @@ static void test_parse_errors(void)
 
 static void test_response_roundtrip(void)
 {
-    enum { N = 3000 };
+    enum { N = 60000 };
     static float x[N];
     uint32_t s = 9;
     for (int i = 0; i < N; i++) {
         s = s * 1664525u + 1013904223u;
-        uint32_t bits = (s & 0x807FFFFFu) | ((100u + (s >> 27)) << 23); /* varied exponents */
+        uint32_t bits = s;
+        if (i % 2) bits = (s & 0x807FFFFFu) | ((100u + (s >> 27)) << 23); /* near 1 */
+        if (((bits >> 23) & 0xFF) == 0xFF) bits &= ~(1u << 30);       /* no inf/NaN */
         memcpy(&x[i], &bits, 4);
     }
+    /* edge cases: powers of ten, format boundaries, extremes, subnormals */
+    const float edge[] = {0.0f, -0.0f, 1.0f, -1.0f, 10.0f, 1e8f, 1e9f, 999999999.0f, 123456789.0f,
+                          1e-5f, 1e-6f, 9.9999999e-6f, 0.1f, 0.3f, 3.4028235e38f, -3.4028235e38f,
+                          1.17549435e-38f, 1.4e-45f, 7e-45f, 16777216.0f, 16777217.0f, 0.5f};
+    for (size_t i = 0; i < sizeof edge / sizeof edge[0]; i++) x[i * 2] = edge[i];
     int64_t shape[2] = {N / 3, 3};
     df_quant_t q = {0};
     df_ks_output_t o = {"positions", DF_ENC_F32, 2, shape, x, x, sizeof x, &q, 0, 0};
