@@ -7,7 +7,9 @@
  * ready file (bound ports, for tests and scripts). The main thread then only
  * waits for signals with sigwait (all signals are blocked in every thread):
  * SIGHUP rescans the repository; SIGTERM/SIGINT stop accepting, drain the
- * in-flight requests within drain_timeout_ms, stop and exit 0. One log line
+ * in-flight requests within drain_timeout_ms, stop and exit 0 (exit 1
+ * without cleanup if the drain timed out: in-flight jobs would otherwise
+ * complete into torn-down fronts). One log line
  * per lifecycle event goes to stderr. The token is never logged.
  */
 #include "config.h"
@@ -175,8 +177,15 @@ int main(int argc, char **argv)
     if (http) df_http_quiesce(http);
     if (df__sock_quiesce) df__sock_quiesce();
     int left = df_server_drain(srv, cfg.drain_timeout_ms);
-    if (left) df__log("drain timed out with %d requests in flight", left);
-    else df__log("drained");
+    if (left) {
+        /* workers still hold jobs whose completion would touch the fronts:
+         * tearing them down now would race; leave without cleanup */
+        df__log("drain timed out with %d requests in flight; exiting without cleanup", left);
+        if (cfg.ready_file[0]) unlink(cfg.ready_file);
+        fflush(stderr);
+        _exit(1);
+    }
+    df__log("drained");
     /* give the fronts a moment to write the last responses */
     usleep(100 * 1000);
     df_http_stop(&http);
