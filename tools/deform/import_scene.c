@@ -347,6 +347,12 @@ static int unique_name(char **names, int i, const char *want, const char *prefix
 
 /* ------------------------------------------------------------------ import */
 
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
 static int ext_is(const char *path, const char *ext)
 {
     const char *d = strrchr(path, '.');
@@ -788,13 +794,8 @@ int df__import_scene(const char *path, const df__import_opts_t *opts, df_rigged_
                 for (unsigned k = 0; k < ma->mNumKeys; k++) ADD_T(ma->mKeys[k].mTime);
             }
 #undef ADD_T
-            /* sort + unique */
-            for (size_t i = 1; i < nt; i++) {
-                double v = times[i];
-                size_t k = i;
-                while (k > 0 && times[k - 1] > v) { times[k] = times[k - 1]; k--; }
-                times[k] = v;
-            }
+            /* sort + unique (channels x keys entries: qsort, not an insertion sort) */
+            if (nt > 1) qsort(times, nt, sizeof *times, cmp_double);
             size_t u = 0;
             for (size_t i = 0; i < nt; i++)
                 if (u == 0 || times[i] - times[u - 1] > 1e-9 * fmax(1.0, fabs(times[i])))
