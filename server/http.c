@@ -72,7 +72,12 @@ typedef struct req {
     df_ks_buf_t out;           /* response body (JSON header, glb) */
     struct MHD_IoVec iov[1 + DF_MAX_IO];
     struct req *next;          /* pool link */
+    char method[8];            /* for log_requests */
+    char url[128];
+    int64_t t0_ns;
 } req_t;
+
+int64_t df__now_ns(void);
 
 #define REQ_POOL_MAX 512
 #define REQ_KEEP_BYTES (4u << 20) /* larger buffers are not kept */
@@ -154,6 +159,9 @@ static void add_cors(df_http_t *h, struct MHD_Response *r)
 static enum MHD_Result queue(req_t *q, unsigned status, struct MHD_Response *r,
                              const char *ctype)
 {
+    if (q->h->cfg->log_requests)
+        df__log("http %s %s -> %u (%.0f us)", q->method, q->url, status,
+                (double)(df__now_ns() - q->t0_ns) / 1e3);
     if (!r) return MHD_NO;
     if (ctype) MHD_add_response_header(r, "Content-Type", ctype);
     add_cors(q->h, r);
@@ -708,6 +716,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         if (!q) return MHD_NO;
         q->conn = conn;
         *con_cls = q;
+        if (h->cfg->log_requests) {
+            snprintf(q->method, sizeof q->method, "%s", method);
+            snprintf(q->url, sizeof q->url, "%s", url);
+            q->t0_ns = df__now_ns();
+        }
         q->is_post = !strcmp(method, "POST");
         q->is_get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
         q->is_options = !strcmp(method, "OPTIONS");
