@@ -760,21 +760,34 @@ static void test_slow_reader(void)
     df_client_result_free(&r);
     df_client_close(&c);
     static uint8_t buf[2 << 20] __attribute__((aligned(8)));
-    int got = 0;
+    int got = 0, results = 0, overloaded = 0;
     uint64_t ids = 0;
     for (int i = 0; i < NREQ; i++) {
         long rr = read_frame(fd, buf, sizeof buf);
         df_frame_t f;
-        if (rr > 0 && df_frame_decode(buf, (size_t)rr, 1u << 22, &f, NULL, &err) == 0 &&
-            f.h.type == DF_FT_RESULT && f.u.result.n_poses == SB && f.u.result.n_outputs == 2) {
+        int drc = rr > 0 ? df_frame_decode(buf, (size_t)rr, 1u << 22, &f, NULL, &err) : -1;
+        if (drc == 0 && f.h.type == DF_FT_RESULT && f.u.result.n_poses == SB &&
+            f.u.result.n_outputs == 2) {
             got++;
+            results++;
+            ids += f.h.id;
+        } else if (drc == 0 && f.h.type == DF_FT_ERROR &&
+                   (f.u.error.code == DF_EOVERLOAD || f.u.error.code == DF_ETIMEDOUT)) {
+            /* a slow machine (sanitizers) may fill the model's queue (7,680
+             * poses queued) or pass the request deadline: still an answer */
+            got++;
+            overloaded++;
             ids += f.h.id;
         } else {
+            fprintf(stderr, "slow reader: answer %d: read %ld (%s), type %d\n", i, rr,
+                    rr < 0 ? strerror(errno) : "", rr > 0 ? (int)f.h.type : -1);
             break;
         }
     }
-    DF_CHECK_MSG(got == NREQ && ids == (uint64_t)NREQ * (NREQ - 1) / 2,
+    DF_CHECK_MSG(got == NREQ && ids == (uint64_t)NREQ * (NREQ - 1) / 2 && results > 0,
                  "slow reader got %d of %d answers", got, NREQ);
+    printf("# slow reader: %d answers of %.1f MB each, %d refused as overload/timeout\n",
+           results, 64.0 * 960 * 3 * 4 * 2 / 1e6, overloaded);
     close(fd);
 }
 
