@@ -24,7 +24,16 @@ cmp -s clients/js/deformd.js server/www/vendor/deformd.js && ok viewer-vendor-mo
     || fail viewer-vendor-module-current "server/www/vendor/deformd.js is stale (run tools/deps.sh)"
 
 build_demo "$T/demo-repo" && ok viewer-demo-repo || { fail viewer-demo-repo; finish; exit 1; }
-start_daemon "$T/demo-repo" --www "$ROOT/server/www" && ok viewer-daemon-ready \
+# A second origin (another port) serving a page with the browser module, for
+# the cross-origin (CORS) check; the daemon allows exactly that origin.
+XPORT=$(free_port)
+mkdir -p "$T/xorigin"
+cp clients/js/deformd.js "$T/xorigin/"
+echo '<!doctype html><title>other origin</title>' >"$T/xorigin/index.html"
+"$PY" -m http.server --bind 127.0.0.1 --directory "$T/xorigin" "$XPORT" >"$T/xorigin.log" 2>&1 &
+XPID=$!
+trap 'kill $XPID 2>/dev/null; cleanup' EXIT
+start_daemon "$T/demo-repo" --www "$ROOT/server/www" --cors-origin "http://127.0.0.1:$XPORT" && ok viewer-daemon-ready \
     || { fail viewer-daemon-ready; finish; exit 1; }
 
 curl -sf "$URL/viewer/" | grep -q 'deformd viewer' && ok viewer-served-at-viewer || fail viewer-served-at-viewer
@@ -36,8 +45,9 @@ grep -Eq 'https?://' server/www/index.html server/www/viewer.js \
 REQ=$T/demo-repo/requests/wuson_pose.json
 curl -sf "$URL/v2/models/wuson/infer" -d @"$REQ" -o "$T/curl_wuson.json" || fail viewer-curl-reference
 
+for _ in $(seq 1 50); do curl -sf "http://127.0.0.1:$XPORT/" >/dev/null && break; sleep 0.1; done
 timeout 120 node tests/e2e/viewer_check.cjs "$URL" "$OUT" "$REQ" "$T/curl_wuson.json" \
-    "$ROOT/clients/js/node_modules" || NFAIL=$((NFAIL + 1))
+    "$ROOT/clients/js/node_modules" "http://127.0.0.1:$XPORT" || NFAIL=$((NFAIL + 1))
 # float16 / int16 answers decoded by the browser module == by the Python client
 PYTHONPATH=$ROOT/clients/python "$PY" - "$T" "$HTTP" <<'PYEOF' || NFAIL=$((NFAIL + 1))
 import json, sys, struct

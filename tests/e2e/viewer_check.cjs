@@ -8,11 +8,15 @@
 // README's wuson pose, binary and JSON, and the result must equal curl's
 // answer for the same request bit for bit. Prints "ok NAME"/"FAIL NAME".
 //
-// usage: node viewer_check.cjs URL OUTDIR POSE_REQUEST.json CURL_ANSWER.json PLAYWRIGHT_DIR
+// With OTHER_ORIGIN, a page from that origin (the daemon's --cors-origin)
+// calls the daemon through the module: CORS preflight and the exposed
+// Inference-Header-Content-Length header must let the binary answer through.
+//
+// usage: node viewer_check.cjs URL OUTDIR POSE_REQUEST.json CURL_ANSWER.json PLAYWRIGHT_DIR [OTHER_ORIGIN]
 'use strict';
 const path = require('path');
 const fs = require('fs');
-const [url, outDir, poseFile, curlFile, pwDir] = process.argv.slice(2);
+const [url, outDir, poseFile, curlFile, pwDir, otherOrigin] = process.argv.slice(2);
 const { chromium } = require(path.join(pwDir, 'playwright-core'));
 
 let fails = 0;
@@ -131,6 +135,19 @@ function changedFraction(a, b) {
         return Array.from(r.positions.data);
       }, { pose, encoding });
       fs.writeFileSync(path.join(path.dirname(curlFile), `browser_${encoding}.json`), JSON.stringify(got));
+    }
+    if (otherOrigin) {
+      const p2 = await browser.newPage();
+      await p2.goto(otherOrigin + '/index.html');
+      const got = await p2.evaluate(async ({ pose, url }) => {
+        const m = await import('./deformd.js');
+        const r = await new m.DeformdClient(url).infer('wuson', { joint_rotations: { shape: pose.shape, data: pose.data } },
+          { outputs: ['positions'] });
+        return Array.from(r.positions.data);
+      }, { pose, url });
+      const g = Float32Array.from(got);
+      check('browser-module-cross-origin-cors-equals-curl', g.length === ref.length && g.every((v, i) => v === ref[i]));
+      await p2.close();
     }
     check('viewer-no-page-errors', errors.length === 0, JSON.stringify(errors.slice(0, 5)));
   } catch (e) {
