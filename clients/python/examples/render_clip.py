@@ -48,7 +48,7 @@ def main():
             times = [dur * i / (n - 1) if n > 1 else 0.0 for i in range(n)]
             t0 = time.time()
             frames = s.play(a.character, clip["name"], times=times, encoding=a.encoding,
-                            chunk=25, window=8)["positions"]
+                            chunk=8, window=8)["positions"]
             dt = time.time() - t0
         npy.write(a.out, frames)
         print("%s/%s: %d frames x %d vertices in %.2f s (%.0f frames/s) -> %s"

@@ -1,0 +1,255 @@
+"""http.py — deformd's KServe v2 HTTP API from the standard library (http.client).
+
+DESIGN
+One `HttpClient` holds one keep-alive `http.client.HTTPConnection` (reconnected
+once if the server closed it between requests). Inference speaks either plain
+KServe v2 JSON or its binary-data extension (the default: JSON header of
+`Inference-Header-Content-Length` bytes followed by raw little-endian float32
+tensors, both ways), so a vertex buffer is never printed as decimal text.
+Errors from the server (JSON `{"error": "..."}` with a 4xx/5xx status) raise
+`DeformdError` carrying the status and the server's message.
+
+Inputs: dict name -> Tensor | numpy array | nested list, *per pose* (shape as
+in the model metadata) or with a leading batch dimension B (then pass
+batch=B). Outputs: dict name -> Tensor with the server's shape (B first when
+a batch dimension was sent).
+"""
+import http.client
+import json
+
+from .tensor import Tensor, as_tensor, decode_f16, decode_i16, numel
+
+
+class DeformdError(Exception):
+    """An error answered by deformd (HTTP status or socket DF_E* code)."""
+
+    def __init__(self, message, status=None, code=None):
+        Exception.__init__(self, message)
+        self.status = status
+        self.code = code
+
+
+class HttpClient:
+    def __init__(self, host="127.0.0.1", port=8000, timeout=60.0, token=None):
+        self.host = host
+        self.port = int(port)
+        self.timeout = timeout
+        self.token = token
+        self._conn = None
+        # JSON header of the last infer answer (model_version, queue_us,
+        # compute_us, each output's parameters such as int16 scale/offset)
+        self.last_response = None
+
+    # ------------------------------------------------------------ plumbing
+    def close(self):
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _request(self, method, path, body=None, headers=None):
+        """Returns (status, headers dict lower-cased, body bytes)."""
+        hdrs = dict(headers or {})
+        if self.token:
+            hdrs["Authorization"] = "Bearer " + self.token
+        for attempt in (0, 1):
+            if self._conn is None:
+                self._conn = http.client.HTTPConnection(self.host, self.port,
+                                                        timeout=self.timeout)
+            try:
+                self._conn.request(method, path, body=body, headers=hdrs)
+                resp = self._conn.getresponse()
+                data = resp.read()
+            except (http.client.RemoteDisconnected, BrokenPipeError,
+                    ConnectionResetError):
+                # keep-alive connection closed by the server: retry once
+                self.close()
+                if attempt:
+                    raise
+                continue
+            rh = {k.lower(): v for k, v in resp.getheaders()}
+            if rh.get("connection", "").lower() == "close":
+                self.close()
+            return resp.status, rh, data
+        raise AssertionError("unreachable")
+
+    def _json(self, method, path, body=None):
+        hdrs = {}
+        if body is not None:
+            body = json.dumps(body).encode()
+            hdrs["Content-Type"] = "application/json"
+        status, _, data = self._request(method, path, body, hdrs)
+        if status >= 400:
+            raise _error(status, data)
+        return json.loads(data.decode()) if data else None
+
+    # ------------------------------------------------------------- verbs
+    def server(self):
+        """GET /v2: name, version, extensions."""
+        return self._json("GET", "/v2")
+
+    def ready(self):
+        status, _, _ = self._request("GET", "/v2/health/ready")
+        return status == 200
+
+    def list(self):
+        """Servable names: the characters of every ready model (a model
+        without declared characters is served under its own name)."""
+        idx = self._json("GET", "/v2/repository/index")
+        names = []
+        for e in idx if isinstance(idx, list) else idx.get("models", []):
+            if isinstance(e, str):
+                names.append(e)
+            elif isinstance(e, dict):
+                if e.get("state", "READY") != "READY":
+                    continue
+                chars = e.get("characters") or []
+                names.extend(c if isinstance(c, str) else c["name"] for c in chars)
+                if not chars and "name" in e:
+                    names.append(e["name"])
+        return names
+
+    def index(self):
+        """GET /v2/repository/index as the server returns it."""
+        return self._json("GET", "/v2/repository/index")
+
+    def info(self, name):
+        """GET /v2/models/{name}: KServe metadata (inputs, outputs, parameters)."""
+        return self._json("GET", "/v2/models/" + _quote(name))
+
+    def mesh(self, name, fmt="json"):
+        """Rest mesh. fmt="json": dict (positions, triangles); "glb": bytes."""
+        path = "/v2/models/%s/mesh" % _quote(name)
+        if fmt == "glb":
+            status, _, data = self._request("GET", path + "?format=glb")
+            if status >= 400:
+                raise _error(status, data)
+            return data
+        return self._json("GET", path)
+
+    def infer(self, name, inputs=None, outputs=None, batch=None, binary=True,
+              encoding=None, skinning=None, parameters=None):
+        """Evaluate poses of `name`.
+
+        inputs: dict name -> tensor-like. batch: None for one pose given per
+        pose (outputs then come back without the batch dimension, as from
+        SocketClient.infer), or B when every input has a leading dimension B
+        (outputs [B, ...]). outputs: names wanted (None: all).
+        binary: use the binary-data extension both ways (default) or plain
+        JSON. encoding: "float32" | "float16" | "int16" (binary only for the
+        compact ones). skinning: "lbs" | "dqs" (None: the character's).
+        parameters: extra request parameters passed as they are.
+        """
+        ins = []
+        blobs = []
+        for iname, v in (inputs or {}).items():
+            t = as_tensor(v, iname)
+            d = {"name": iname, "shape": list(t.shape), "datatype": "FP32"}
+            if binary:
+                raw = t.to_bytes()
+                d["parameters"] = {"binary_data_size": len(raw)}
+                blobs.append(raw)
+            else:
+                d["data"] = t.data.tolist()
+            ins.append(d)
+        req = {"inputs": ins}
+        params = dict(parameters or {})
+        if encoding:
+            params["encoding"] = encoding
+        if skinning:
+            params["skinning"] = skinning
+        if outputs:
+            req["outputs"] = [{"name": o, "parameters": {"binary_data": bool(binary)}}
+                              for o in outputs]
+        elif binary:
+            params["binary_data_output"] = True
+        if params:
+            req["parameters"] = params
+        header = json.dumps(req).encode()
+        path = "/v2/models/%s/infer" % _quote(name)
+        if binary:
+            body = header + b"".join(blobs)
+            hdrs = {"Content-Type": "application/octet-stream",
+                    "Inference-Header-Content-Length": str(len(header))}
+        else:
+            body = header
+            hdrs = {"Content-Type": "application/json"}
+        status, rh, data = self._request("POST", path, body, hdrs)
+        if status >= 400:
+            raise _error(status, data)
+        hl = rh.get("inference-header-content-length")
+        self.last_response = json.loads(data[:int(hl) if hl is not None else len(data)].decode())
+        out = parse_infer_response(data, hl)
+        if batch is None:  # one pose: drop the batch dimension the server adds
+            out = {k: (Tensor(t.shape[1:], t.data) if len(t.shape) > 1 and t.shape[0] == 1 else t)
+                   for k, t in out.items()}
+        return out
+
+
+def parse_infer_response(data, header_len=None):
+    """KServe v2 response bytes (JSON, or JSON header + binary) -> {name: Tensor}."""
+    hlen = int(header_len) if header_len is not None else len(data)
+    if hlen > len(data):
+        raise DeformdError("response header length %d > body %d" % (hlen, len(data)))
+    doc = json.loads(data[:hlen].decode())
+    off = hlen
+    out = {}
+    for o in doc.get("outputs", []):
+        shape = o.get("shape", [])
+        p = o.get("parameters") or {}
+        if "binary_data_size" in p:
+            size = int(p["binary_data_size"])
+            raw = data[off:off + size]
+            if len(raw) != size:
+                raise DeformdError("output %s: %d binary bytes announced, %d present"
+                                   % (o["name"], size, len(raw)))
+            off += size
+            enc = p.get("encoding", "float32")
+            dt = o.get("datatype", "FP32")
+            if enc == "float16" or dt == "FP16":
+                out[o["name"]] = decode_f16(shape, raw)
+            elif enc == "int16" or dt == "INT16":
+                out[o["name"]] = decode_i16(shape, raw, p.get("scale", 1.0),
+                                            p.get("offset", 0.0))
+            else:
+                if size != 4 * numel(shape):
+                    raise DeformdError("output %s: %d bytes for shape %s"
+                                       % (o["name"], size, shape))
+                out[o["name"]] = Tensor.from_bytes(shape, raw)
+        else:
+            flat = []
+            _flat(o.get("data", []), flat)
+            out[o["name"]] = Tensor(shape, flat)
+    return out
+
+
+def _flat(v, acc):
+    if isinstance(v, list):
+        for x in v:
+            _flat(x, acc)
+    else:
+        acc.append(v)
+
+
+def _quote(name):
+    from urllib.parse import quote
+    return quote(name, safe="")
+
+
+def _error(status, data):
+    msg = None
+    try:
+        msg = json.loads(data.decode()).get("error")
+    except (ValueError, AttributeError, UnicodeDecodeError):
+        pass
+    if not msg:
+        msg = data.decode("utf-8", "replace")[:300] or "HTTP %d" % status
+    return DeformdError("HTTP %d: %s" % (status, msg), status=status)
+
+
+__all__ = ["HttpClient", "DeformdError", "parse_infer_response"]
