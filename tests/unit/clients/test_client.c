@@ -877,6 +877,7 @@ int main(void)
     const char *extra[] = {"--socket-port", "0", "--unix", unix_path, NULL};
     if (daemon_start(&D, repo, "sock_main", extra)) {
         printf("FAIL daemon_start\n");
+        daemon_stop(&D); /* it may be running but not ready */
         return 1;
     }
     sock_port = read_sock_port(&D);
