@@ -331,7 +331,7 @@ static char *xstrdup(const char *s)
 static int unique_name(char **names, int i, const char *want, const char *prefix, size_t maxlen)
 {
     char base[256], buf[300];
-    if (want && *want) snprintf(base, sizeof base, "%s", want);
+    if (want && *want) snprintf(base, sizeof base, "%.250s", want);
     else snprintf(base, sizeof base, "%s%d", prefix, i);
     if (strlen(base) > maxlen) base[maxlen] = 0;
     snprintf(buf, sizeof buf, "%s", base);
@@ -359,178 +359,148 @@ static int ext_is(const char *path, const char *ext)
     return d && !strcasecmp(d + 1, ext);
 }
 
-int df__import_scene(const char *path, const df__import_opts_t *opts, df_rigged_data_t *out,
-                     df__import_summary_t *sum, df_error_t *err)
-{
-    memset(out, 0, sizeof *out);
-    memset(sum, 0, sizeof *sum);
+/* State shared by the import stages below; each stage returns DF_OK or an error (set in err). */
+typedef struct imp {
+    const char *path;
+    df_rigged_data_t *out;
+    df__import_summary_t *sum;
+    df_error_t *err;
     df_limits_t lim;
-    df_limits_default(&lim);
-    FILE *f = fopen(path, "rb");
-    if (!f) return df_error_set(err, DF_EIO, "%s: cannot open: %s", path, strerror(errno));
-    fclose(f);
+    const struct aiScene *sc;
+    ctx_t c;
+    int use_joints, all_normals, J;
+    int64_t N, T, M;
+    int *vbase, *mbase;   /* per instance: first vertex / first morph (n_insts + 1) */
+    double *X;            /* per instance: mesh space -> bind space (16 each) */
+    double *ibm;          /* per node: inverse bind (16 each), valid where ibm_set */
+    char *ibm_set;
+} imp_t;
 
-    struct aiPropertyStore *ps = aiCreatePropertyStore();
-    /* keep bones' nodes even when no vertex uses them; do not drop "$AssimpFbx$" pivots
-     * (they are nodes like any other and animation channels may target them) */
-    const struct aiScene *sc = aiImportFileExWithProperties(
-        path,
-        aiProcess_Triangulate | aiProcess_JoinIdenticalVertices | aiProcess_ValidateDataStructure,
-        NULL, ps);
-    aiReleasePropertyStore(ps);
-    if (!sc) return df_error_set(err, DF_EFORMAT, "%s: assimp cannot read it: %s", path,
-                                 aiGetErrorString());
-    ctx_t c = {.sc = sc, .err = err};
-    int rc = DF_OK;
-    int64_t N = 0, T = 0, M = 0;
-    int J = 0;
-    int *vbase = NULL, *mbase = NULL; /* per instance */
-    int32_t *cnt = NULL;
-    int32_t *tmpj = NULL;
-    float *tmpw = NULL;
-    double *X = NULL;         /* per instance bind transform */
-    double *ibm = NULL;       /* [n_nodes][16] */
-    char *ibm_set = NULL;
-    int *joint_node = NULL;
+static int oom(imp_t *s) { return df_error_set(s->err, DF_ENOMEM, "out of memory"); }
 
-    if (!sc->mRootNode || sc->mNumMeshes == 0) {
-        rc = df_error_set(err, DF_EINVAL, "%s: no mesh in this file (%u animations)", path,
-                          sc->mNumAnimations);
-        goto done;
-    }
-    if (sc->mFlags & AI_SCENE_FLAGS_INCOMPLETE) {
-        rc = df_error_set(err, DF_EFORMAT, "%s: assimp read an incomplete scene", path);
-        goto done;
-    }
-    if ((rc = walk(&c, sc->mRootNode, -1, 0))) goto done;
-    if (c.n_insts == 0) {
-        rc = df_error_set(err, DF_EINVAL, "%s: no node references a mesh", path);
-        goto done;
-    }
-    sum->static_first_frame = ext_is(path, "md2") || ext_is(path, "md3") || ext_is(path, "mdl") ||
-                              ext_is(path, "mdc");
-
-    /* --- which meshes: skinned meshes once (their bones place them), others per instance */
+/* Which mesh instances, whether the model needs joints, and which nodes are joints. */
+static int select_joints(imp_t *s)
+{
+    const struct aiScene *sc = s->sc;
+    ctx_t *c = &s->c;
+    /* skinned meshes once (their bones place them), others per instance */
     int any_bones = 0;
     for (unsigned m = 0; m < sc->mNumMeshes; m++) any_bones |= sc->mMeshes[m]->mNumBones > 0;
-    {
-        char *seen = calloc(sc->mNumMeshes, 1);
-        if (!seen) { rc = df_error_set(err, DF_ENOMEM, "out of memory"); goto done; }
-        int w = 0;
-        for (int i = 0; i < c.n_insts; i++) {
-            const struct aiMesh *am = sc->mMeshes[c.insts[i].mesh];
-            if (am->mNumBones > 0 && seen[c.insts[i].mesh]) continue;
-            seen[c.insts[i].mesh] = 1;
-            c.insts[w++] = c.insts[i];
-        }
-        c.n_insts = w;
-        free(seen);
+    char *seen = calloc(sc->mNumMeshes, 1);
+    if (!seen) return oom(s);
+    int w = 0;
+    for (int i = 0; i < c->n_insts; i++) {
+        const struct aiMesh *am = sc->mMeshes[c->insts[i].mesh];
+        if (am->mNumBones > 0 && seen[c->insts[i].mesh]) continue;
+        seen[c->insts[i].mesh] = 1;
+        c->insts[w++] = c->insts[i];
     }
+    c->n_insts = w;
+    free(seen);
     /* an unskinned scene needs joints only if an animation moves a node above a mesh */
-    int use_joints = any_bones;
-    if (!any_bones)
-        for (unsigned a = 0; a < sc->mNumAnimations && !use_joints; a++)
-            for (unsigned ch = 0; ch < sc->mAnimations[a]->mNumChannels && !use_joints; ch++) {
-                int n = find_node(&c, sc->mAnimations[a]->mChannels[ch]->mNodeName.data);
-                for (int i = 0; n >= 0 && i < c.n_insts && !use_joints; i++)
-                    use_joints = is_ancestor_or_self(&c, n, c.insts[i].node);
-            }
-
-    /* --- joints: bones, rigid mesh nodes, and all ancestors */
-    if (use_joints) {
-        for (int i = 0; i < c.n_insts; i++) {
-            const struct aiMesh *am = sc->mMeshes[c.insts[i].mesh];
-            if (am->mNumBones == 0) {
-                c.insts[i].rigid = 1;
-                c.nodes[c.insts[i].node].mark = 1;
-                sum->n_rigid_meshes++;
-            }
-            for (unsigned b = 0; b < am->mNumBones; b++) {
-                int n = find_node(&c, am->mBones[b]->mName.data);
-                if (n < 0) {
-                    fprintf(stderr, "import: warning: mesh '%s' bone '%s' has no node in the "
-                            "hierarchy; its vertices follow the mesh's node '%s' rigidly\n",
-                            MNAME(am), am->mBones[b]->mName.data,
-                            c.nodes[c.insts[i].node].ai->mName.data);
-                    sum->n_missing_bones++;
-                    n = c.insts[i].node;
-                } else if (!c.nodes[n].mark) sum->n_bones++;
-                c.nodes[n].mark = 1;
-            }
+    s->use_joints = any_bones;
+    for (unsigned a = 0; a < sc->mNumAnimations && !s->use_joints; a++)
+        for (unsigned ch = 0; ch < sc->mAnimations[a]->mNumChannels && !s->use_joints; ch++) {
+            int n = find_node(c, sc->mAnimations[a]->mChannels[ch]->mNodeName.data);
+            for (int i = 0; n >= 0 && i < c->n_insts && !s->use_joints; i++)
+                s->use_joints = is_ancestor_or_self(c, n, c->insts[i].node);
         }
-        for (int n = c.n_nodes - 1; n >= 0; n--)
-            if (c.nodes[n].mark && c.nodes[n].parent >= 0) c.nodes[c.nodes[n].parent].mark = 1;
-        for (int n = 0; n < c.n_nodes; n++)
-            if (c.nodes[n].mark) c.nodes[n].joint = J++;
-        if (J > lim.max_joints) {
-            rc = df_error_set(err, DF_ELIMIT, "%s: %d joints (limit %lld)", path, J,
-                              (long long)lim.max_joints);
-            goto done;
+    if (!s->use_joints) return DF_OK;
+    /* joints: bones, rigid mesh nodes, and all their ancestors */
+    for (int i = 0; i < c->n_insts; i++) {
+        const struct aiMesh *am = sc->mMeshes[c->insts[i].mesh];
+        if (am->mNumBones == 0) {
+            c->insts[i].rigid = 1;
+            c->nodes[c->insts[i].node].mark = 1;
+            s->sum->n_rigid_meshes++;
+        }
+        for (unsigned b = 0; b < am->mNumBones; b++) {
+            int n = find_node(c, am->mBones[b]->mName.data);
+            if (n < 0) {
+                fprintf(stderr, "import: warning: mesh '%s' bone '%s' has no node in the "
+                        "hierarchy; its vertices follow the mesh's node '%s' rigidly\n",
+                        MNAME(am), am->mBones[b]->mName.data,
+                        c->nodes[c->insts[i].node].ai->mName.data);
+                s->sum->n_missing_bones++;
+                n = c->insts[i].node;
+            } else if (!c->nodes[n].mark) s->sum->n_bones++;
+            c->nodes[n].mark = 1;
         }
     }
+    for (int n = c->n_nodes - 1; n >= 0; n--) /* children follow parents: one pass up */
+        if (c->nodes[n].mark && c->nodes[n].parent >= 0) c->nodes[c->nodes[n].parent].mark = 1;
+    for (int n = 0; n < c->n_nodes; n++)
+        if (c->nodes[n].mark) c->nodes[n].joint = s->J++;
+    if (s->J > s->lim.max_joints)
+        return df_error_set(s->err, DF_ELIMIT, "%s: %d joints (limit %lld)", s->path, s->J,
+                            (long long)s->lim.max_joints);
+    return DF_OK;
+}
 
-    /* --- sizes */
-    vbase = calloc((size_t)c.n_insts + 1, sizeof *vbase);
-    mbase = calloc((size_t)c.n_insts + 1, sizeof *mbase);
-    X = calloc((size_t)c.n_insts * 16, sizeof *X);
-    if (!vbase || !mbase || !X) { rc = df_error_set(err, DF_ENOMEM, "out of memory"); goto done; }
-    int all_normals = 1;
-    for (int i = 0; i < c.n_insts; i++) {
-        const struct aiMesh *am = sc->mMeshes[c.insts[i].mesh];
-        vbase[i] = (int)N;
-        mbase[i] = (int)M;
-        N += am->mNumVertices;
-        M += am->mNumAnimMeshes;
+/* Vertex/triangle/morph counts and per-instance offsets, against the limits. */
+static int count(imp_t *s)
+{
+    const ctx_t *c = &s->c;
+    s->vbase = calloc((size_t)c->n_insts + 1, sizeof *s->vbase);
+    s->mbase = calloc((size_t)c->n_insts + 1, sizeof *s->mbase);
+    s->X = calloc((size_t)c->n_insts * 16, sizeof *s->X);
+    if (!s->vbase || !s->mbase || !s->X) return oom(s);
+    s->all_normals = 1;
+    for (int i = 0; i < c->n_insts; i++) {
+        const struct aiMesh *am = s->sc->mMeshes[c->insts[i].mesh];
+        s->vbase[i] = (int)s->N;
+        s->mbase[i] = (int)s->M;
+        s->N += am->mNumVertices;
+        s->M += am->mNumAnimMeshes;
         for (unsigned fi = 0; fi < am->mNumFaces; fi++) {
-            if (am->mFaces[fi].mNumIndices == 3) T++;
-            else sum->n_skipped_faces++;
+            if (am->mFaces[fi].mNumIndices == 3) s->T++;
+            else s->sum->n_skipped_faces++;
         }
-        all_normals &= am->mNormals != NULL;
+        s->all_normals &= am->mNormals != NULL;
+        if (s->N > s->lim.max_vertices || s->N > INT32_MAX)
+            return df_error_set(s->err, DF_ELIMIT, "%s: more than %lld vertices", s->path,
+                                (long long)s->lim.max_vertices);
     }
-    vbase[c.n_insts] = (int)N;
-    mbase[c.n_insts] = (int)M;
-    sum->n_meshes = c.n_insts;
-    if (N > lim.max_vertices || N > INT32_MAX) {
-        rc = df_error_set(err, DF_ELIMIT, "%s: %lld vertices (limit %lld)", path, (long long)N,
-                          (long long)lim.max_vertices);
-        goto done;
-    }
-    if (T == 0) {
-        rc = df_error_set(err, DF_EINVAL, "%s: no triangles (only points or lines)", path);
-        goto done;
-    }
-    if (M > lim.max_morphs) {
-        rc = df_error_set(err, DF_ELIMIT, "%s: %lld morph targets (limit %lld)", path,
-                          (long long)M, (long long)lim.max_morphs);
-        goto done;
-    }
+    s->vbase[c->n_insts] = (int)s->N;
+    s->mbase[c->n_insts] = (int)s->M;
+    s->sum->n_meshes = c->n_insts;
+    if (s->T == 0)
+        return df_error_set(s->err, DF_EINVAL, "%s: no triangles (only points or lines)", s->path);
+    if (s->M > s->lim.max_morphs)
+        return df_error_set(s->err, DF_ELIMIT, "%s: %lld morph targets (limit %lld)", s->path,
+                            (long long)s->M, (long long)s->lim.max_morphs);
+    return DF_OK;
+}
 
-    /* --- bind transforms */
-    ibm = calloc((size_t)c.n_nodes * 16, sizeof *ibm);
-    ibm_set = calloc((size_t)c.n_nodes, 1);
-    if (!ibm || !ibm_set) { rc = df_error_set(err, DF_ENOMEM, "out of memory"); goto done; }
-    for (int i = 0; i < c.n_insts; i++) {
-        const struct aiMesh *am = sc->mMeshes[c.insts[i].mesh];
-        double *Xi = X + 16 * i;
-        const node_t *nd = &c.nodes[c.insts[i].node];
-        if (!use_joints) { memcpy(Xi, nd->global, sizeof nd->global); continue; }
-        if (c.insts[i].rigid) {
-            int n = c.insts[i].node;
-            if (ibm_set[n]) {
-                if (!m4_inv_affine(ibm + 16 * n, Xi)) goto singular;
+/* Per instance X (mesh space -> bind space) and per bone node IBM: see DESIGN above. */
+static int bind_transforms(imp_t *s)
+{
+    const ctx_t *c = &s->c;
+    s->ibm = calloc((size_t)c->n_nodes * 16, sizeof *s->ibm);
+    s->ibm_set = calloc((size_t)c->n_nodes, 1);
+    if (!s->ibm || !s->ibm_set) return oom(s);
+    for (int i = 0; i < c->n_insts; i++) {
+        const struct aiMesh *am = s->sc->mMeshes[c->insts[i].mesh];
+        double *Xi = s->X + 16 * i;
+        const node_t *nd = &c->nodes[c->insts[i].node];
+        if (!s->use_joints) { memcpy(Xi, nd->global, sizeof nd->global); continue; }
+        if (c->insts[i].rigid) { /* offset = I: mesh space is the node's space */
+            int n = c->insts[i].node;
+            if (s->ibm_set[n]) {
+                if (!m4_inv_affine(s->ibm + 16 * n, Xi)) goto singular;
             } else {
                 memcpy(Xi, nd->global, sizeof nd->global);
-                if (!m4_inv_affine(nd->global, ibm + 16 * n)) goto singular;
-                ibm_set[n] = 1;
+                if (!m4_inv_affine(nd->global, s->ibm + 16 * n)) goto singular;
+                s->ibm_set[n] = 1;
             }
             continue;
         }
         int have = 0;
         for (unsigned b = 0; b < am->mNumBones && !have; b++) {
             double off[16], inv[16];
-            int n = bone_target(&c, &c.insts[i], am->mBones[b], off);
-            if (ibm_set[n]) {
-                if (!m4_inv_affine(ibm + 16 * n, inv)) goto singular;
+            int n = bone_target(c, &c->insts[i], am->mBones[b], off);
+            if (s->ibm_set[n]) {
+                if (!m4_inv_affine(s->ibm + 16 * n, inv)) goto singular;
                 m4_mul(inv, off, Xi);
                 have = 1;
             }
@@ -540,396 +510,465 @@ int df__import_scene(const char *path, const df__import_opts_t *opts, df_rigged_
         if (!m4_inv_affine(Xi, Xinv)) goto singular;
         for (unsigned b = 0; b < am->mNumBones; b++) {
             double off[16];
-            int n = bone_target(&c, &c.insts[i], am->mBones[b], off);
-            if (!ibm_set[n]) {
-                m4_mul(off, Xinv, ibm + 16 * n);
-                ibm_set[n] = 1;
+            int n = bone_target(c, &c->insts[i], am->mBones[b], off);
+            if (!s->ibm_set[n]) {
+                m4_mul(off, Xinv, s->ibm + 16 * n);
+                s->ibm_set[n] = 1;
             } else {
-                double chk[16], e = 0, sc_ = 0;
-                m4_mul(ibm + 16 * n, Xi, chk);
+                double chk[16], e = 0, mag = 0;
+                m4_mul(s->ibm + 16 * n, Xi, chk);
                 for (int k = 0; k < 12; k++) {
                     e = fmax(e, fabs(chk[k] - off[k]));
-                    sc_ = fmax(sc_, fabs(off[k]));
+                    mag = fmax(mag, fabs(off[k]));
                 }
-                if (e > 1e-4 * fmax(1.0, sc_)) sum->n_inconsistent_binds++;
+                if (e > 1e-4 * fmax(1.0, mag)) s->sum->n_inconsistent_binds++;
             }
         }
     }
-    if (0) {
-    singular:
-        rc = df_error_set(err, DF_EFORMAT, "%s: a node or offset matrix is singular", path);
-        goto done;
-    }
+    return DF_OK;
+singular:
+    return df_error_set(s->err, DF_EFORMAT, "%s: a node or offset matrix is singular", s->path);
+}
 
-    /* --- output arrays */
-    out->n_vertices = N;
-    out->n_triangles = T;
-    out->positions = malloc((size_t)N * 3 * sizeof(float));
-    out->triangles = malloc((size_t)T * 3 * sizeof(uint32_t));
-    out->normals = all_normals ? malloc((size_t)N * 3 * sizeof(float)) : NULL;
+/* Positions and normals in bind space, triangles with offset indices. */
+static int write_mesh(imp_t *s, const df__import_opts_t *opts)
+{
+    df_rigged_data_t *out = s->out;
+    const ctx_t *c = &s->c;
+    out->n_vertices = s->N;
+    out->n_triangles = s->T;
+    out->positions = malloc((size_t)s->N * 3 * sizeof(float));
+    out->triangles = malloc((size_t)s->T * 3 * sizeof(uint32_t));
+    out->normals = s->all_normals ? malloc((size_t)s->N * 3 * sizeof(float)) : NULL;
     out->skinning = opts && opts->skinning ? opts->skinning : "lbs";
-    if (!out->positions || !out->triangles || (all_normals && !out->normals)) goto oom;
-    {
-        int64_t t = 0;
-        for (int i = 0; i < c.n_insts; i++) {
-            const struct aiMesh *am = sc->mMeshes[c.insts[i].mesh];
-            const double *Xi = X + 16 * i;
-            double Ninv[16], NT[16];
-            m4_inv_affine(Xi, Ninv);
-            for (int r = 0; r < 4; r++)
-                for (int q = 0; q < 4; q++) NT[r * 4 + q] = Ninv[q * 4 + r];
-            for (unsigned v = 0; v < am->mNumVertices; v++) {
-                double p[3] = {am->mVertices[v].x, am->mVertices[v].y, am->mVertices[v].z}, o[3];
-                m4_point(Xi, p, o);
-                for (int k = 0; k < 3; k++) out->positions[(vbase[i] + v) * 3 + k] = (float)o[k];
-                if (out->normals) {
-                    double nn[3] = {am->mNormals[v].x, am->mNormals[v].y, am->mNormals[v].z};
-                    m4_vec(NT, nn, o);
-                    double l = sqrt(o[0] * o[0] + o[1] * o[1] + o[2] * o[2]);
-                    if (!(l > 1e-20) || !isfinite(l)) { o[0] = 0; o[1] = 1; o[2] = 0; l = 1; }
-                    for (int k = 0; k < 3; k++)
-                        out->normals[(vbase[i] + v) * 3 + k] = (float)(o[k] / l);
-                }
+    if (!out->positions || !out->triangles || (s->all_normals && !out->normals)) return oom(s);
+    int64_t t = 0;
+    for (int i = 0; i < c->n_insts; i++) {
+        const struct aiMesh *am = s->sc->mMeshes[c->insts[i].mesh];
+        const double *Xi = s->X + 16 * i;
+        double Ninv[16], NT[16]; /* normals: inverse transpose */
+        m4_inv_affine(Xi, Ninv);
+        for (int r = 0; r < 4; r++)
+            for (int q = 0; q < 4; q++) NT[r * 4 + q] = Ninv[q * 4 + r];
+        for (unsigned v = 0; v < am->mNumVertices; v++) {
+            size_t g = (size_t)s->vbase[i] + v;
+            double p[3] = {am->mVertices[v].x, am->mVertices[v].y, am->mVertices[v].z}, o[3];
+            m4_point(Xi, p, o);
+            for (int k = 0; k < 3; k++) out->positions[g * 3 + k] = (float)o[k];
+            if (out->normals) {
+                double nn[3] = {am->mNormals[v].x, am->mNormals[v].y, am->mNormals[v].z};
+                m4_vec(NT, nn, o);
+                double l = sqrt(o[0] * o[0] + o[1] * o[1] + o[2] * o[2]);
+                if (!(l > 1e-20) || !isfinite(l)) { o[0] = 0; o[1] = 1; o[2] = 0; l = 1; }
+                for (int k = 0; k < 3; k++) out->normals[g * 3 + k] = (float)(o[k] / l);
             }
-            for (unsigned fi = 0; fi < am->mNumFaces; fi++) {
-                const struct aiFace *fc = &am->mFaces[fi];
-                if (fc->mNumIndices != 3) continue;
-                for (int k = 0; k < 3; k++)
-                    out->triangles[t * 3 + k] = (uint32_t)(vbase[i] + (int)fc->mIndices[k]);
-                t++;
+        }
+        for (unsigned fi = 0; fi < am->mNumFaces; fi++) {
+            const struct aiFace *fc = &am->mFaces[fi];
+            if (fc->mNumIndices != 3) continue;
+            for (int k = 0; k < 3; k++)
+                out->triangles[t * 3 + k] = (uint32_t)(s->vbase[i] + (int)fc->mIndices[k]);
+            t++;
+        }
+    }
+    return DF_OK;
+}
+
+/* Morph deltas (anim mesh - base, in bind space) and unique names. */
+static int write_morphs(imp_t *s)
+{
+    df_rigged_data_t *out = s->out;
+    const ctx_t *c = &s->c;
+    if (s->M == 0) return DF_OK;
+    out->n_morphs = s->M;
+    out->morph_deltas = calloc((size_t)s->M * s->N * 3, sizeof(float));
+    out->morph_names = calloc((size_t)s->M, sizeof(char *));
+    if (!out->morph_deltas || !out->morph_names) return oom(s);
+    for (int i = 0; i < c->n_insts; i++) {
+        const struct aiMesh *am = s->sc->mMeshes[c->insts[i].mesh];
+        const double *Xi = s->X + 16 * i;
+        for (unsigned k = 0; k < am->mNumAnimMeshes; k++) {
+            const struct aiAnimMesh *an = am->mAnimMeshes[k];
+            int gm = s->mbase[i] + (int)k;
+            char nm[300];
+            if (an->mName.length) snprintf(nm, sizeof nm, "%.200s", an->mName.data);
+            else snprintf(nm, sizeof nm, "%.200s%s%u", am->mName.data, am->mName.length ? "_" : "morph", k);
+            if (!unique_name(out->morph_names, gm, nm, "morph", 200)) return oom(s);
+            if (!an->mVertices) continue;
+            if (an->mNumVertices != am->mNumVertices)
+                return df_error_set(s->err, DF_EFORMAT, "%s: mesh '%s' morph target %u has %u "
+                                    "vertices, the mesh has %u", s->path, MNAME(am), k,
+                                    an->mNumVertices, am->mNumVertices);
+            for (unsigned v = 0; v < am->mNumVertices; v++) {
+                double d[3] = {an->mVertices[v].x - am->mVertices[v].x,
+                               an->mVertices[v].y - am->mVertices[v].y,
+                               an->mVertices[v].z - am->mVertices[v].z}, o[3];
+                m4_vec(Xi, d, o);
+                float *dst = out->morph_deltas + ((size_t)gm * s->N + s->vbase[i] + v) * 3;
+                for (int q = 0; q < 3; q++) dst[q] = (float)o[q];
             }
         }
     }
+    return DF_OK;
+}
 
-    /* --- morph targets */
-    if (M > 0) {
-        out->n_morphs = M;
-        out->morph_deltas = calloc((size_t)M * N * 3, sizeof(float));
-        out->morph_names = calloc((size_t)M, sizeof(char *));
-        if (!out->morph_deltas || !out->morph_names) goto oom;
-        for (int i = 0; i < c.n_insts; i++) {
-            const struct aiMesh *am = sc->mMeshes[c.insts[i].mesh];
-            const double *Xi = X + 16 * i;
-            for (unsigned k = 0; k < am->mNumAnimMeshes; k++) {
-                const struct aiAnimMesh *an = am->mAnimMeshes[k];
-                int gm = mbase[i] + (int)k;
-                char nm[300];
-                if (an->mName.length) snprintf(nm, sizeof nm, "%.200s", an->mName.data);
-                else snprintf(nm, sizeof nm, "%.200s%s%u", am->mName.data, am->mName.length ? "_" : "morph", k);
-                if (!unique_name(out->morph_names, gm, nm, "morph", 200)) goto oom;
-                if (!an->mVertices) continue;
-                if (an->mNumVertices != am->mNumVertices) {
-                    rc = df_error_set(err, DF_EFORMAT, "%s: mesh '%s' morph target %u has %u vertices, "
-                                      "the mesh has %u", path, MNAME(am), k, an->mNumVertices,
+/* Joint names, parents, rest TRS, inverse bind matrices. */
+static int write_skeleton(imp_t *s)
+{
+    df_rigged_data_t *out = s->out;
+    const ctx_t *c = &s->c;
+    int J = s->J;
+    out->n_joints = J;
+    out->joint_names = calloc((size_t)J, sizeof(char *));
+    out->parents = malloc((size_t)J * sizeof(int32_t));
+    out->rest_translations = malloc((size_t)J * 3 * sizeof(float));
+    out->rest_rotations = malloc((size_t)J * 4 * sizeof(float));
+    out->rest_scales = malloc((size_t)J * 3 * sizeof(float));
+    out->inverse_bind = malloc((size_t)J * 16 * sizeof(float));
+    if (!out->joint_names || !out->parents || !out->rest_translations || !out->rest_rotations ||
+        !out->rest_scales || !out->inverse_bind)
+        return oom(s);
+    double worst = 0;
+    for (int n = 0; n < c->n_nodes; n++) {
+        int j = c->nodes[n].joint;
+        if (j < 0) continue;
+        if (!unique_name(out->joint_names, j, c->nodes[n].ai->mName.data, "node", 200)) return oom(s);
+        out->parents[j] = c->nodes[n].parent >= 0 ? c->nodes[c->nodes[n].parent].joint : -1;
+        double t[3], q[4], sc[3];
+        worst = fmax(worst, trs_decompose(c->nodes[n].local, t, q, sc));
+        for (int k = 0; k < 3; k++) {
+            out->rest_translations[j * 3 + k] = (float)t[k];
+            out->rest_scales[j * 3 + k] = (float)sc[k];
+        }
+        for (int k = 0; k < 4; k++) out->rest_rotations[j * 4 + k] = (float)q[k];
+        double inv[16];
+        const double *src = s->ibm + 16 * n;
+        if (!s->ibm_set[n]) { /* a joint no vertex uses: its own inverse global rest */
+            if (!m4_inv_affine(c->nodes[n].global, inv))
+                return df_error_set(s->err, DF_EFORMAT, "%s: node '%s' has a singular transform",
+                                    s->path, c->nodes[n].ai->mName.data);
+            src = inv;
+        }
+        for (int k = 0; k < 16; k++) out->inverse_bind[j * 16 + k] = (float)src[k];
+    }
+    if (worst > 1e-4)
+        fprintf(stderr, "import: warning: a node transform has shear (TRS error %.3g); it is "
+                        "approximated by T*R*S\n", worst);
+    return DF_OK;
+}
+
+/* Skin: per vertex, weights summed per joint, <= 8, heaviest first, normalised. */
+static int write_skin(imp_t *s)
+{
+    enum { MAXI = DF__IMPORT_MAX_INFLUENCES };
+    df_rigged_data_t *out = s->out;
+    const ctx_t *c = &s->c;
+    int64_t N = s->N;
+    int rc = DF_OK, K = 1;
+    int32_t *cnt = calloc((size_t)N, sizeof *cnt);
+    int32_t *tj = malloc((size_t)N * MAXI * sizeof *tj);
+    float *tw = malloc((size_t)N * MAXI * sizeof *tw);
+    if (!cnt || !tj || !tw) { rc = oom(s); goto done; }
+    for (int i = 0; i < c->n_insts && !rc; i++) {
+        const struct aiMesh *am = s->sc->mMeshes[c->insts[i].mesh];
+        if (c->insts[i].rigid) {
+            int j = c->nodes[c->insts[i].node].joint;
+            for (unsigned v = 0; v < am->mNumVertices; v++) {
+                size_t g = (size_t)s->vbase[i] + v;
+                cnt[g] = 1;
+                tj[g * MAXI] = j;
+                tw[g * MAXI] = 1;
+            }
+            continue;
+        }
+        for (unsigned b = 0; b < am->mNumBones; b++) {
+            const struct aiBone *bn = am->mBones[b];
+            int j = c->nodes[bone_target(c, &c->insts[i], bn, NULL)].joint;
+            for (unsigned w = 0; w < bn->mNumWeights; w++) {
+                unsigned v = bn->mWeights[w].mVertexId;
+                float wt = bn->mWeights[w].mWeight;
+                if (v >= am->mNumVertices) {
+                    rc = df_error_set(s->err, DF_EFORMAT, "%s: mesh '%s' bone '%s' weights vertex "
+                                      "%u of %u", s->path, MNAME(am), bn->mName.data, v,
                                       am->mNumVertices);
                     goto done;
                 }
-                for (unsigned v = 0; v < am->mNumVertices; v++) {
-                    double d[3] = {an->mVertices[v].x - am->mVertices[v].x,
-                                   an->mVertices[v].y - am->mVertices[v].y,
-                                   an->mVertices[v].z - am->mVertices[v].z}, o[3];
-                    m4_vec(Xi, d, o);
-                    float *dst = out->morph_deltas + ((size_t)gm * N + vbase[i] + v) * 3;
-                    for (int q = 0; q < 3; q++) dst[q] = (float)o[q];
-                }
+                if (!(wt > 0)) continue;
+                size_t g = (size_t)s->vbase[i] + v;
+                int k;
+                for (k = 0; k < cnt[g] && k < MAXI; k++)
+                    if (tj[g * MAXI + k] == j) { tw[g * MAXI + k] += wt; break; }
+                if (k < cnt[g] && k < MAXI) continue;
+                if (cnt[g] < MAXI) { tj[g * MAXI + cnt[g]] = j; tw[g * MAXI + cnt[g]] = wt; }
+                cnt[g]++; /* counts beyond MAXI too, for the error message */
             }
         }
-    }
-
-    /* --- skeleton */
-    if (use_joints) {
-        out->n_joints = J;
-        out->joint_names = calloc((size_t)J, sizeof(char *));
-        out->parents = malloc((size_t)J * sizeof(int32_t));
-        out->rest_translations = malloc((size_t)J * 3 * sizeof(float));
-        out->rest_rotations = malloc((size_t)J * 4 * sizeof(float));
-        out->rest_scales = malloc((size_t)J * 3 * sizeof(float));
-        out->inverse_bind = malloc((size_t)J * 16 * sizeof(float));
-        joint_node = malloc((size_t)J * sizeof(int));
-        if (!out->joint_names || !out->parents || !out->rest_translations ||
-            !out->rest_rotations || !out->rest_scales || !out->inverse_bind || !joint_node)
-            goto oom;
-        double worst = 0;
-        for (int n = 0; n < c.n_nodes; n++) {
-            int j = c.nodes[n].joint;
-            if (j < 0) continue;
-            joint_node[j] = n;
-            if (!unique_name(out->joint_names, j, c.nodes[n].ai->mName.data, "node", 200)) goto oom;
-            out->parents[j] = c.nodes[n].parent >= 0 ? c.nodes[c.nodes[n].parent].joint : -1;
-            double t[3], q[4], s[3];
-            worst = fmax(worst, trs_decompose(c.nodes[n].local, t, q, s));
-            for (int k = 0; k < 3; k++) {
-                out->rest_translations[j * 3 + k] = (float)t[k];
-                out->rest_scales[j * 3 + k] = (float)s[k];
-            }
-            for (int k = 0; k < 4; k++) out->rest_rotations[j * 4 + k] = (float)q[k];
-            double inv[16];
-            const double *src = ibm + 16 * n;
-            if (!ibm_set[n]) {
-                if (!m4_inv_affine(c.nodes[n].global, inv)) goto singular;
-                src = inv;
-            }
-            for (int k = 0; k < 16; k++) out->inverse_bind[j * 16 + k] = (float)src[k];
-        }
-        if (worst > 1e-4)
-            fprintf(stderr, "import: warning: a node transform has shear (TRS error %.3g); it is "
-                            "approximated by T*R*S\n", worst);
-
-        /* skin: count, check the limit, fill */
-        cnt = calloc((size_t)N, sizeof *cnt);
-        tmpj = malloc((size_t)N * DF__IMPORT_MAX_INFLUENCES * sizeof *tmpj);
-        tmpw = malloc((size_t)N * DF__IMPORT_MAX_INFLUENCES * sizeof *tmpw);
-        if (!cnt || !tmpj || !tmpw) goto oom;
-        int K = 1;
-        for (int i = 0; i < c.n_insts; i++) {
-            const struct aiMesh *am = sc->mMeshes[c.insts[i].mesh];
-            if (c.insts[i].rigid) {
-                int j = c.nodes[c.insts[i].node].joint;
-                for (unsigned v = 0; v < am->mNumVertices; v++) {
-                    cnt[vbase[i] + v] = 1;
-                    tmpj[(size_t)(vbase[i] + v) * 8] = j;
-                    tmpw[(size_t)(vbase[i] + v) * 8] = 1;
-                }
-                continue;
-            }
-            for (unsigned b = 0; b < am->mNumBones; b++) {
-                const struct aiBone *bn = am->mBones[b];
-                int j = c.nodes[bone_target(&c, &c.insts[i], bn, NULL)].joint;
-                for (unsigned w = 0; w < bn->mNumWeights; w++) {
-                    unsigned v = bn->mWeights[w].mVertexId;
-                    float wt = bn->mWeights[w].mWeight;
-                    if (v >= am->mNumVertices) {
-                        rc = df_error_set(err, DF_EFORMAT, "%s: mesh '%s' bone '%s' weights vertex %u "
-                                          "of %u", path, MNAME(am), bn->mName.data, v,
-                                          am->mNumVertices);
-                        goto done;
-                    }
-                    if (!(wt > 0)) continue;
-                    size_t g = (size_t)vbase[i] + v;
-                    int k;
-                    for (k = 0; k < cnt[g] && k < 8; k++)
-                        if (tmpj[g * 8 + k] == j) { tmpw[g * 8 + k] += wt; break; }
-                    if (k < cnt[g] && k < 8) continue;
-                    if (cnt[g] < 8) { tmpj[g * 8 + cnt[g]] = j; tmpw[g * 8 + cnt[g]] = wt; }
-                    cnt[g]++;
-                }
-            }
-            for (unsigned v = 0; v < am->mNumVertices; v++) {
-                size_t g = (size_t)vbase[i] + v;
-                if (cnt[g] > DF__IMPORT_MAX_INFLUENCES) {
-                    rc = df_error_set(err, DF_EUNSUPPORTED, "%s: mesh '%s' vertex %u has %d "
-                                      "influences; at most %d are supported", path,
-                                      MNAME(am), v, cnt[g], DF__IMPORT_MAX_INFLUENCES);
-                    goto done;
-                }
-                if (cnt[g] == 0) {
-                    rc = df_error_set(err, DF_EFORMAT, "%s: mesh '%s' vertex %u has no bone weight "
-                                      "(a skinned mesh must weight every vertex)", path,
-                                      MNAME(am), v);
-                    goto done;
-                }
-                if (cnt[g] > K) K = cnt[g];
-            }
-        }
-        out->n_influences = K;
-        out->skin_joints = calloc((size_t)N * K, sizeof(int32_t));
-        out->skin_weights = calloc((size_t)N * K, sizeof(float));
-        if (!out->skin_joints || !out->skin_weights) goto oom;
-        for (int64_t v = 0; v < N; v++) {
-            double s = 0;
-            for (int k = 0; k < cnt[v]; k++) s += tmpw[v * 8 + k];
-            /* heaviest first */
-            for (int k = 0; k < cnt[v]; k++) {
-                int best = k;
-                for (int q = k + 1; q < cnt[v]; q++)
-                    if (tmpw[v * 8 + q] > tmpw[v * 8 + best]) best = q;
-                float tw = tmpw[v * 8 + k]; int tj = tmpj[v * 8 + k];
-                tmpw[v * 8 + k] = tmpw[v * 8 + best]; tmpj[v * 8 + k] = tmpj[v * 8 + best];
-                tmpw[v * 8 + best] = tw; tmpj[v * 8 + best] = tj;
-                out->skin_joints[v * K + k] = tmpj[v * 8 + k];
-                out->skin_weights[v * K + k] = (float)(tmpw[v * 8 + k] / s);
-            }
-        }
-    }
-
-    /* --- clips */
-    if (sc->mNumAnimations > 0 && (use_joints || M > 0)) {
-        out->clips = calloc(sc->mNumAnimations, sizeof(df_rigged_clip_t));
-        if (!out->clips) goto oom;
-        char **cnames = calloc(sc->mNumAnimations, sizeof(char *));
-        if (!cnames) goto oom;
-        for (unsigned a = 0; a < sc->mNumAnimations; a++) {
-            const struct aiAnimation *an = sc->mAnimations[a];
-            double tps = an->mTicksPerSecond > 0 ? an->mTicksPerSecond : 25.0;
-            /* channels per joint */
-            const struct aiNodeAnim **chj = calloc((size_t)(J ? J : 1), sizeof *chj);
-            double *times = NULL;
-            size_t nt = 0, ct = 0;
-            if (!chj) { free(cnames); goto oom; }
-#define ADD_T(tt)                                                              \
-    do {                                                                       \
-        if (nt == ct) {                                                        \
-            ct = ct ? ct * 2 : 256;                                            \
-            double *nn_ = realloc(times, ct * sizeof *times);                  \
-            if (!nn_) { free(chj); free(times); free(cnames); goto oom; }       \
-            times = nn_;                                                       \
-        }                                                                      \
-        times[nt++] = (tt);                                                    \
-    } while (0)
-            for (unsigned ch = 0; ch < an->mNumChannels; ch++) {
-                const struct aiNodeAnim *na = an->mChannels[ch];
-                int n = find_node(&c, na->mNodeName.data);
-                if (n < 0 || c.nodes[n].joint < 0) { sum->n_ignored_channels++; continue; }
-                chj[c.nodes[n].joint] = na;
-                for (unsigned k = 0; k < na->mNumPositionKeys; k++) ADD_T(na->mPositionKeys[k].mTime);
-                for (unsigned k = 0; k < na->mNumRotationKeys; k++) ADD_T(na->mRotationKeys[k].mTime);
-                for (unsigned k = 0; k < na->mNumScalingKeys; k++) ADD_T(na->mScalingKeys[k].mTime);
-            }
-            int has_morph = 0;
-            for (unsigned ch = 0; ch < an->mNumMorphMeshChannels; ch++) {
-                const struct aiMeshMorphAnim *ma = an->mMorphMeshChannels[ch];
-                for (int i = 0; i < c.n_insts; i++)
-                    if (!strcmp(c.nodes[c.insts[i].node].ai->mName.data, ma->mName.data) &&
-                        mbase[i + 1] > mbase[i]) has_morph = 1;
-                for (unsigned k = 0; k < ma->mNumKeys; k++) ADD_T(ma->mKeys[k].mTime);
-            }
-#undef ADD_T
-            /* sort + unique (channels x keys entries: qsort, not an insertion sort) */
-            if (nt > 1) qsort(times, nt, sizeof *times, cmp_double);
-            size_t u = 0;
-            for (size_t i = 0; i < nt; i++)
-                if (u == 0 || times[i] - times[u - 1] > 1e-9 * fmax(1.0, fabs(times[i])))
-                    times[u++] = times[i];
-            nt = u;
-            df_rigged_clip_t *cl = &out->clips[out->n_clips];
-            if (nt == 0 || (!has_morph && J == 0)) {
-                fprintf(stderr, "import: animation '%s' moves nothing this model has; skipped\n",
-                        an->mName.data);
-                free(chj); free(times);
-                continue;
-            }
-            if ((int64_t)nt > lim.max_clip_frames) {
-                free(chj); free(times); free(cnames);
-                rc = df_error_set(err, DF_ELIMIT, "%s: animation '%s' has %zu key times (limit %lld)",
-                                  path, an->mName.data, nt, (long long)lim.max_clip_frames);
+        for (unsigned v = 0; v < am->mNumVertices; v++) {
+            size_t g = (size_t)s->vbase[i] + v;
+            if (cnt[g] > MAXI) {
+                rc = df_error_set(s->err, DF_EUNSUPPORTED, "%s: mesh '%s' vertex %u has %d "
+                                  "influences; at most %d are supported", s->path, MNAME(am), v,
+                                  cnt[g], MAXI);
                 goto done;
             }
-            if (!unique_name(cnames, (int)out->n_clips, an->mName.data, "clip", DF_NAME_MAX - 1)) {
-                free(chj); free(times); free(cnames); goto oom;
+            if (cnt[g] == 0) {
+                rc = df_error_set(s->err, DF_EFORMAT, "%s: mesh '%s' vertex %u has no bone weight "
+                                  "(a skinned mesh must weight every vertex)", s->path, MNAME(am), v);
+                goto done;
             }
+            if (cnt[g] > K) K = cnt[g];
+        }
+    }
+    out->n_influences = K;
+    out->skin_joints = calloc((size_t)N * K, sizeof(int32_t));
+    out->skin_weights = calloc((size_t)N * K, sizeof(float));
+    if (!out->skin_joints || !out->skin_weights) { rc = oom(s); goto done; }
+    for (int64_t v = 0; v < N; v++) {
+        double sum = 0;
+        int32_t *J_ = tj + v * MAXI;
+        float *W_ = tw + v * MAXI;
+        for (int k = 0; k < cnt[v]; k++) sum += W_[k];
+        for (int k = 0; k < cnt[v]; k++) { /* selection sort, heaviest first */
+            int best = k;
+            for (int q = k + 1; q < cnt[v]; q++)
+                if (W_[q] > W_[best]) best = q;
+            float w0 = W_[k]; int32_t j0 = J_[k];
+            W_[k] = W_[best]; J_[k] = J_[best];
+            W_[best] = w0; J_[best] = j0;
+            out->skin_joints[v * K + k] = J_[k];
+            out->skin_weights[v * K + k] = (float)(W_[k] / sum);
+        }
+    }
+done:
+    free(cnt); free(tj); free(tw);
+    return rc;
+}
+
+/* Sorted, de-duplicated key times (ticks) of the channels of animation an that move this
+ * model; *chj[j] = the channel of joint j. *times new. */
+static int clip_times(imp_t *s, const struct aiAnimation *an, const struct aiNodeAnim **chj,
+                      double **times_out, size_t *nt_out, int *has_morph)
+{
+    const ctx_t *c = &s->c;
+    size_t total = 0;
+    for (unsigned ch = 0; ch < an->mNumChannels; ch++) {
+        const struct aiNodeAnim *na = an->mChannels[ch];
+        total += (size_t)na->mNumPositionKeys + na->mNumRotationKeys + na->mNumScalingKeys;
+    }
+    for (unsigned ch = 0; ch < an->mNumMorphMeshChannels; ch++) total += an->mMorphMeshChannels[ch]->mNumKeys;
+    double *times = malloc((total ? total : 1) * sizeof *times);
+    if (!times) return oom(s);
+    size_t nt = 0;
+    for (unsigned ch = 0; ch < an->mNumChannels; ch++) {
+        const struct aiNodeAnim *na = an->mChannels[ch];
+        int n = find_node(c, na->mNodeName.data);
+        if (n < 0 || c->nodes[n].joint < 0) { s->sum->n_ignored_channels++; continue; }
+        chj[c->nodes[n].joint] = na;
+        for (unsigned k = 0; k < na->mNumPositionKeys; k++) times[nt++] = na->mPositionKeys[k].mTime;
+        for (unsigned k = 0; k < na->mNumRotationKeys; k++) times[nt++] = na->mRotationKeys[k].mTime;
+        for (unsigned k = 0; k < na->mNumScalingKeys; k++) times[nt++] = na->mScalingKeys[k].mTime;
+    }
+    *has_morph = 0;
+    for (unsigned ch = 0; ch < an->mNumMorphMeshChannels; ch++) {
+        const struct aiMeshMorphAnim *ma = an->mMorphMeshChannels[ch];
+        for (int i = 0; i < c->n_insts; i++)
+            if (!strcmp(c->nodes[c->insts[i].node].ai->mName.data, ma->mName.data) &&
+                s->mbase[i + 1] > s->mbase[i])
+                *has_morph = 1;
+        for (unsigned k = 0; k < ma->mNumKeys; k++) times[nt++] = ma->mKeys[k].mTime;
+    }
+    if (nt > 1) qsort(times, nt, sizeof *times, cmp_double);
+    size_t u = 0;
+    for (size_t i = 0; i < nt; i++)
+        if (u == 0 || times[i] - times[u - 1] > 1e-9 * fmax(1.0, fabs(times[i]))) times[u++] = times[i];
+    *times_out = times;
+    *nt_out = u;
+    return DF_OK;
+}
+
+/* Joint tracks of one clip: every channel sampled at every union time; world matrices when
+ * a scale key leaves the rest scale (our clips carry no per-key scale). */
+static int clip_joints(imp_t *s, df_rigged_clip_t *cl, const struct aiNodeAnim *const *chj,
+                       const double *times, size_t nt)
+{
+    df_rigged_data_t *out = s->out;
+    int J = s->J, scaled = 0;
+    for (int j = 0; j < J && !scaled; j++) {
+        const struct aiNodeAnim *na = chj[j];
+        if (!na) continue;
+        const float *rs = out->rest_scales + j * 3;
+        for (unsigned k = 0; k < na->mNumScalingKeys && !scaled; k++) {
+            const struct aiVector3D *v = &na->mScalingKeys[k].mValue;
+            double d = fmax(fabs(fabs(v->x) - fabs(rs[0])),
+                            fmax(fabs(fabs(v->y) - fabs(rs[1])), fabs(fabs(v->z) - fabs(rs[2]))));
+            if (d > 1e-5 * fmax(1.0, fabs(rs[1]))) scaled = 1;
+        }
+    }
+    double *world = NULL;
+    if (scaled) {
+        cl->matrices = malloc(nt * (size_t)J * 12 * sizeof(float));
+        world = malloc((size_t)J * 16 * sizeof(double));
+        s->sum->n_matrix_clips++;
+        if (!cl->matrices || !world) { free(world); return oom(s); }
+    } else {
+        cl->rotations = malloc(nt * (size_t)J * 4 * sizeof(float));
+        cl->translations = malloc(nt * (size_t)J * 3 * sizeof(float));
+        if (!cl->rotations || !cl->translations) return oom(s);
+    }
+    for (size_t fi = 0; fi < nt; fi++) {
+        double t = times[fi];
+        for (int j = 0; j < J; j++) {
+            double tv[3], q[4], sc[3];
+            for (int k = 0; k < 3; k++) {
+                tv[k] = out->rest_translations[j * 3 + k];
+                sc[k] = out->rest_scales[j * 3 + k];
+            }
+            for (int k = 0; k < 4; k++) q[k] = out->rest_rotations[j * 4 + k];
+            const struct aiNodeAnim *na = chj[j];
+            if (na) {
+                if (na->mNumPositionKeys) sample_vec(na->mPositionKeys, na->mNumPositionKeys, t, tv);
+                if (na->mNumRotationKeys) sample_quat(na->mRotationKeys, na->mNumRotationKeys, t, q);
+                if (na->mNumScalingKeys) sample_vec(na->mScalingKeys, na->mNumScalingKeys, t, sc);
+            }
+            if (scaled) {
+                double loc[16];
+                trs_compose(tv, q, sc, loc);
+                int p = out->parents[j];
+                if (p >= 0) m4_mul(world + 16 * p, loc, world + 16 * j);
+                else memcpy(world + 16 * j, loc, sizeof loc);
+                for (int k = 0; k < 12; k++) cl->matrices[(fi * J + j) * 12 + k] = (float)world[16 * j + k];
+            } else {
+                for (int k = 0; k < 3; k++) cl->translations[(fi * J + j) * 3 + k] = (float)tv[k];
+                for (int k = 0; k < 4; k++) cl->rotations[(fi * J + j) * 4 + k] = (float)q[k];
+            }
+        }
+    }
+    free(world);
+    return DF_OK;
+}
+
+/* Morph weights of one clip: aiMeshMorphAnim channels named after the mesh's node, lerped. */
+static int clip_weights(imp_t *s, df_rigged_clip_t *cl, const struct aiAnimation *an,
+                        const double *times, size_t nt)
+{
+    const ctx_t *c = &s->c;
+    int64_t M = s->M;
+    cl->weights = calloc(nt * (size_t)M, sizeof(float));
+    if (!cl->weights) return oom(s);
+    for (unsigned ch = 0; ch < an->mNumMorphMeshChannels; ch++) {
+        const struct aiMeshMorphAnim *ma = an->mMorphMeshChannels[ch];
+        if (ma->mNumKeys == 0) continue;
+        for (int i = 0; i < c->n_insts; i++) {
+            if (strcmp(c->nodes[c->insts[i].node].ai->mName.data, ma->mName.data)) continue;
+            int nm = s->mbase[i + 1] - s->mbase[i];
+            for (size_t fi = 0; fi < nt; fi++) {
+                double u;
+                unsigned k0 = seg_find(&ma->mKeys[0].mTime, sizeof ma->mKeys[0], ma->mNumKeys,
+                                       times[fi], &u);
+                unsigned k1 = k0 + (u > 0);
+                for (int side = 0; side < 2; side++) {
+                    const struct aiMeshMorphKey *mk = &ma->mKeys[side ? k1 : k0];
+                    double wgt = side ? u : 1 - u;
+                    for (unsigned q = 0; q < mk->mNumValuesAndWeights; q++)
+                        if ((int)mk->mValues[q] < nm)
+                            cl->weights[fi * M + s->mbase[i] + mk->mValues[q]] +=
+                                (float)(wgt * mk->mWeights[q]);
+                }
+            }
+        }
+    }
+    return DF_OK;
+}
+
+/* One clip per aiAnimation that moves something of this model. */
+static int write_clips(imp_t *s)
+{
+    const struct aiScene *sc = s->sc;
+    df_rigged_data_t *out = s->out;
+    if (sc->mNumAnimations == 0 || (!s->use_joints && s->M == 0)) return DF_OK;
+    out->clips = calloc(sc->mNumAnimations, sizeof(df_rigged_clip_t));
+    char **cnames = calloc(sc->mNumAnimations, sizeof(char *));
+    const struct aiNodeAnim **chj = malloc((size_t)(s->J ? s->J : 1) * sizeof *chj);
+    int rc = DF_OK;
+    if (!out->clips || !cnames || !chj) { rc = oom(s); goto done; }
+    for (unsigned a = 0; a < sc->mNumAnimations && !rc; a++) {
+        const struct aiAnimation *an = sc->mAnimations[a];
+        double tps = an->mTicksPerSecond > 0 ? an->mTicksPerSecond : 25.0;
+        double *times = NULL;
+        size_t nt = 0;
+        int has_morph = 0;
+        memset(chj, 0, (size_t)(s->J ? s->J : 1) * sizeof *chj);
+        if ((rc = clip_times(s, an, chj, &times, &nt, &has_morph))) break;
+        if (nt == 0 || (!has_morph && s->J == 0)) {
+            fprintf(stderr, "import: animation '%s' moves nothing this model has; skipped\n",
+                    an->mName.data);
+        } else if ((int64_t)nt > s->lim.max_clip_frames) {
+            rc = df_error_set(s->err, DF_ELIMIT, "%s: animation '%s' has %zu key times (limit %lld)",
+                              s->path, an->mName.data, nt, (long long)s->lim.max_clip_frames);
+        } else if (!unique_name(cnames, (int)out->n_clips, an->mName.data, "clip", DF_NAME_MAX - 1)) {
+            rc = oom(s);
+        } else {
+            df_rigged_clip_t *cl = &out->clips[out->n_clips];
             snprintf(cl->name, sizeof cl->name, "%s", cnames[out->n_clips]);
-            out->n_clips++;
+            out->n_clips++; /* from here on df__import_free releases it */
             cl->n_keys = (int64_t)nt;
             cl->times = malloc(nt * sizeof(float));
-            if (!cl->times) { free(chj); free(times); free(cnames); goto oom; }
-            for (size_t i = 0; i < nt; i++) cl->times[i] = (float)(times[i] / tps);
-            for (size_t i = 1; i < nt; i++)
-                if (!(cl->times[i] > cl->times[i - 1])) { /* float collapse: nudge */
+            if (!cl->times) rc = oom(s);
+            for (size_t i = 0; !rc && i < nt; i++) {
+                cl->times[i] = (float)(times[i] / tps);
+                if (i && !(cl->times[i] > cl->times[i - 1])) /* distinct doubles, equal floats */
                     cl->times[i] = nextafterf(cl->times[i - 1], INFINITY);
-                }
-            if (J > 0) {
-                /* does scale move? */
-                int scaled = 0;
-                for (int j = 0; j < J && !scaled; j++) {
-                    const struct aiNodeAnim *na = chj[j];
-                    if (!na) continue;
-                    for (unsigned k = 0; k < na->mNumScalingKeys && !scaled; k++) {
-                        const struct aiVector3D *s = &na->mScalingKeys[k].mValue;
-                        const float *rs = out->rest_scales + j * 3;
-                        double d = fmax(fabs(fabs(s->x) - fabs(rs[0])),
-                                        fmax(fabs(fabs(s->y) - fabs(rs[1])), fabs(fabs(s->z) - fabs(rs[2]))));
-                        if (d > 1e-5 * fmax(1.0, fabs(rs[1]))) scaled = 1;
-                    }
-                }
-                float *R = NULL, *Tr = NULL, *Mx = NULL;
-                double *world = NULL;
-                if (scaled) {
-                    Mx = malloc(nt * (size_t)J * 12 * sizeof(float));
-                    world = malloc((size_t)J * 16 * sizeof(double));
-                    sum->n_matrix_clips++;
-                } else {
-                    R = malloc(nt * (size_t)J * 4 * sizeof(float));
-                    Tr = malloc(nt * (size_t)J * 3 * sizeof(float));
-                }
-                if ((scaled && (!Mx || !world)) || (!scaled && (!R || !Tr))) {
-                    free(R); free(Tr); free(Mx); free(world); free(chj); free(times); free(cnames);
-                    goto oom;
-                }
-                cl->rotations = R;
-                cl->translations = Tr;
-                cl->matrices = Mx;
-                for (size_t fi = 0; fi < nt; fi++) {
-                    double t = times[fi];
-                    for (int j = 0; j < J; j++) {
-                        double tv[3], q[4], s[3];
-                        for (int k = 0; k < 3; k++) {
-                            tv[k] = out->rest_translations[j * 3 + k];
-                            s[k] = out->rest_scales[j * 3 + k];
-                        }
-                        for (int k = 0; k < 4; k++) q[k] = out->rest_rotations[j * 4 + k];
-                        const struct aiNodeAnim *na = chj[j];
-                        if (na) {
-                            if (na->mNumPositionKeys) sample_vec(na->mPositionKeys, na->mNumPositionKeys, t, tv);
-                            if (na->mNumRotationKeys) sample_quat(na->mRotationKeys, na->mNumRotationKeys, t, q);
-                            if (na->mNumScalingKeys) sample_vec(na->mScalingKeys, na->mNumScalingKeys, t, s);
-                        }
-                        if (scaled) {
-                            double loc[16];
-                            trs_compose(tv, q, s, loc);
-                            int p = out->parents[j];
-                            if (p >= 0) m4_mul(world + 16 * p, loc, world + 16 * j);
-                            else memcpy(world + 16 * j, loc, sizeof loc);
-                            for (int k = 0; k < 12; k++)
-                                Mx[(fi * J + j) * 12 + k] = (float)world[16 * j + k];
-                        } else {
-                            for (int k = 0; k < 3; k++) Tr[(fi * J + j) * 3 + k] = (float)tv[k];
-                            for (int k = 0; k < 4; k++) R[(fi * J + j) * 4 + k] = (float)q[k];
-                        }
-                    }
-                }
-                free(world);
             }
-            if (has_morph) {
-                cl->weights = calloc(nt * (size_t)M, sizeof(float));
-                if (!cl->weights) { free(chj); free(times); free(cnames); goto oom; }
-                for (unsigned ch = 0; ch < an->mNumMorphMeshChannels; ch++) {
-                    const struct aiMeshMorphAnim *ma = an->mMorphMeshChannels[ch];
-                    if (ma->mNumKeys == 0) continue;
-                    for (int i = 0; i < c.n_insts; i++) {
-                        if (strcmp(c.nodes[c.insts[i].node].ai->mName.data, ma->mName.data)) continue;
-                        int nm = mbase[i + 1] - mbase[i];
-                        for (size_t fi = 0; fi < nt; fi++) {
-                            double uu;
-                            unsigned k0 = seg_find(&ma->mKeys[0].mTime, sizeof ma->mKeys[0],
-                                                   ma->mNumKeys, times[fi], &uu);
-                            unsigned k1 = k0 + (uu > 0);
-                            for (int side = 0; side < 2; side++) {
-                                const struct aiMeshMorphKey *mk = &ma->mKeys[side ? k1 : k0];
-                                double wgt = side ? uu : 1 - uu;
-                                for (unsigned q = 0; q < mk->mNumValuesAndWeights; q++)
-                                    if ((int)mk->mValues[q] < nm)
-                                        cl->weights[fi * M + mbase[i] + mk->mValues[q]] +=
-                                            (float)(wgt * mk->mWeights[q]);
-                            }
-                        }
-                    }
-                }
-            }
-            free(chj);
-            free(times);
+            if (!rc && s->J > 0) rc = clip_joints(s, cl, chj, times, nt);
+            if (!rc && has_morph) rc = clip_weights(s, cl, an, times, nt);
         }
-        for (size_t i = 0; i < out->n_clips; i++) free(cnames[i]);
-        free(cnames);
+        free(times);
     }
-    goto done;
-
-oom:
-    rc = df_error_set(err, DF_ENOMEM, "out of memory");
 done:
+    if (cnames)
+        for (unsigned i = 0; i < sc->mNumAnimations; i++) free(cnames[i]);
+    free(cnames);
+    free(chj);
+    return rc;
+}
+
+int df__import_scene(const char *path, const df__import_opts_t *opts, df_rigged_data_t *out,
+                     df__import_summary_t *sum, df_error_t *err)
+{
+    memset(out, 0, sizeof *out);
+    memset(sum, 0, sizeof *sum);
+    FILE *f = fopen(path, "rb");
+    if (!f) return df_error_set(err, DF_EIO, "%s: cannot open: %s", path, strerror(errno));
+    fclose(f);
+    const struct aiScene *sc = aiImportFile(
+        path, aiProcess_Triangulate | aiProcess_JoinIdenticalVertices | aiProcess_ValidateDataStructure);
+    if (!sc)
+        return df_error_set(err, DF_EFORMAT, "%s: assimp cannot read it: %s", path, aiGetErrorString());
+    imp_t s = {.path = path, .out = out, .sum = sum, .err = err, .sc = sc};
+    s.c.sc = sc;
+    s.c.err = err;
+    df_limits_default(&s.lim);
+    int rc = DF_OK;
+    if (!sc->mRootNode || sc->mNumMeshes == 0)
+        rc = df_error_set(err, DF_EINVAL, "%s: no mesh in this file (%u animations)", path,
+                          sc->mNumAnimations);
+    else if (sc->mFlags & AI_SCENE_FLAGS_INCOMPLETE)
+        rc = df_error_set(err, DF_EFORMAT, "%s: assimp read an incomplete scene", path);
+    else if (!(rc = walk(&s.c, sc->mRootNode, -1, 0)) && s.c.n_insts == 0)
+        rc = df_error_set(err, DF_EINVAL, "%s: no node references a mesh", path);
+    sum->static_first_frame = ext_is(path, "md2") || ext_is(path, "md3") || ext_is(path, "mdl") ||
+                              ext_is(path, "mdc");
+    if (!rc) rc = select_joints(&s);
+    if (!rc) rc = count(&s);
+    if (!rc) rc = bind_transforms(&s);
+    if (!rc) rc = write_mesh(&s, opts);
+    if (!rc) rc = write_morphs(&s);
+    if (!rc && s.use_joints) rc = write_skeleton(&s);
+    if (!rc && s.use_joints) rc = write_skin(&s);
+    if (!rc) rc = write_clips(&s);
     if (rc) df__import_free(out);
-    free(vbase); free(mbase); free(X); free(ibm); free(ibm_set); free(cnt); free(tmpj); free(tmpw);
-    free(joint_node);
-    free(c.nodes); free(c.insts);
+    free(s.vbase); free(s.mbase); free(s.X); free(s.ibm); free(s.ibm_set);
+    free(s.c.nodes); free(s.c.insts);
     aiReleaseImport(sc);
     return rc;
 }
