@@ -95,6 +95,15 @@ function changedFraction(a, b) {
     check('viewer-canvas-changed-between-frames', ch > 0.001, `changed ${ch}`);
     console.log(`frames: foreground ${(100 * a.fg).toFixed(2)}% / ${(100 * b.fg).toFixed(2)}% of the canvas, ${(100 * ch).toFixed(2)}% of pixels changed`);
 
+    // the play button streams frames (one request in flight, time advancing)
+    const f0 = await page.evaluate(() => ({ n: window.viewer.state.frames, t: window.viewer.state.time }));
+    await page.click('#play');
+    await page.waitForFunction((n0) => window.viewer.state.frames >= n0 + 3, f0.n, { timeout: 30000 });
+    await page.click('#play');
+    await page.waitForFunction(() => !window.viewer.state.inflight, null, { timeout: 30000 });
+    const f1 = await page.evaluate(() => ({ n: window.viewer.state.frames, t: window.viewer.state.time, playing: window.viewer.state.playing }));
+    check('viewer-play-button-streams-frames', f1.n >= f0.n + 3 && f1.t !== f0.t && !f1.playing, JSON.stringify([f0, f1]));
+
     // the morph cube with its sliders
     await page.selectOption('#character', 'morphcube');
     await page.waitForFunction(() => window.viewer.state.shown === 'morphcube', null, { timeout: 30000 });
