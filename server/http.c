@@ -28,6 +28,7 @@
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,6 +47,7 @@ struct df_http {
     pthread_mutex_t pool_mu;     /* request contexts for reuse */
     struct req *pool;
     int pool_n;
+    atomic_int repo_ops;         /* load/unload threads running */
 };
 
 enum route {
@@ -72,6 +74,9 @@ typedef struct req {
     df_ks_buf_t out;           /* response body (JSON header, glb) */
     struct MHD_IoVec iov[1 + DF_MAX_IO];
     struct req *next;          /* pool link */
+    int repo_pending;          /* a load/unload thread works for it */
+    int repo_rc;               /* its result (under mu until finished) */
+    df_error_t repo_err;
     char method[8];            /* for log_requests */
     char url[128];
     int64_t t0_ns;
@@ -107,6 +112,7 @@ static req_t *req_get(df_http_t *h)
     q->header_len = 0;
     q->too_big = 0;
     q->job = NULL;
+    q->repo_pending = 0;
     q->suspended = q->finished = 0;
     df_ks_buf_reset(&q->out);
     q->next = NULL;
@@ -431,6 +437,37 @@ static int token_ok(df_http_t *h, struct MHD_Connection *c)
     return diff == 0;
 }
 
+static enum MHD_Result repo_answer(req_t *q)
+{
+    q->repo_pending = 0;
+    if (q->repo_rc) return send_df_error(q, &q->repo_err);
+    df_ks_buf_reset(&q->out);
+    df_ks_buf_printf(&q->out, "{\"name\":");
+    df_ks_buf_json_string(&q->out, q->name);
+    df_ks_buf_printf(&q->out, ",\"%s\":true}", q->route == R_REPO_LOAD ? "loaded" : "unloaded");
+    return send_out(q, 200, "application/json");
+}
+
+static void *repo_thread(void *arg)
+{
+    req_t *q = arg;
+    df_http_t *h = q->h;
+    df_error_t e = {0};
+    int rc = q->route == R_REPO_LOAD ? df_server_load(h->srv, q->name, &e)
+                                     : df_server_unload(h->srv, q->name, &e);
+    pthread_mutex_lock(&q->mu);
+    q->repo_rc = rc;
+    q->repo_err = e;
+    q->finished = 1;
+    if (q->suspended) {
+        q->suspended = 0;
+        MHD_resume_connection(q->conn);
+    }
+    pthread_mutex_unlock(&q->mu);
+    atomic_fetch_sub(&h->repo_ops, 1);
+    return NULL;
+}
+
 static enum MHD_Result h_repo(req_t *q)
 {
     df_http_t *h = q->h;
@@ -445,15 +482,30 @@ static enum MHD_Result h_repo(req_t *q)
         if (r) MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
         return queue(q, 401, r, "application/json");
     }
-    df_error_t e = {0};
-    int rc = q->route == R_REPO_LOAD ? df_server_load(h->srv, q->name, &e)
-                                     : df_server_unload(h->srv, q->name, &e);
-    if (rc) return send_df_error(q, &e);
-    df_ks_buf_reset(&q->out);
-    df_ks_buf_printf(&q->out, "{\"name\":");
-    df_ks_buf_json_string(&q->out, q->name);
-    df_ks_buf_printf(&q->out, ",\"%s\":true}", q->route == R_REPO_LOAD ? "loaded" : "unloaded");
-    return send_out(q, 200, "application/json");
+    /* a load can take seconds: run it on its own thread with the
+     * connection suspended, so the HTTP thread keeps serving */
+    q->repo_pending = 1;
+    atomic_fetch_add(&h->repo_ops, 1);
+    pthread_t th;
+    pthread_attr_t at;
+    pthread_attr_init(&at);
+    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+    int terr = pthread_create(&th, &at, repo_thread, q);
+    pthread_attr_destroy(&at);
+    if (terr) {
+        atomic_fetch_sub(&h->repo_ops, 1);
+        q->repo_pending = 0;
+        return send_error(q, 500, "cannot start the load thread");
+    }
+    pthread_mutex_lock(&q->mu);
+    int fin = q->finished;
+    if (!fin) {
+        q->suspended = 1;
+        MHD_suspend_connection(q->conn);
+    }
+    pthread_mutex_unlock(&q->mu);
+    if (fin) return repo_answer(q);
+    return MHD_YES;
 }
 
 static const char *mime(const char *p)
@@ -779,6 +831,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         q->len += n;
         return MHD_YES;
     }
+    if (q->repo_pending) {
+        int fin;
+        pthread_mutex_lock(&q->mu);
+        fin = q->finished;
+        pthread_mutex_unlock(&q->mu);
+        return fin ? repo_answer(q) : MHD_YES;
+    }
     if (q->job) {
         /* resumed after the worker finished */
         int fin;
@@ -833,6 +892,7 @@ int df_http_start(df_server_t *s, const df_config_t *cfg, df_http_t **out, int *
     if (!h) return df_error_set(err, DF_ENOMEM, "out of memory");
     h->srv = s;
     h->cfg = cfg;
+    atomic_init(&h->repo_ops, 0);
     pthread_mutex_init(&h->pool_mu, NULL);
     df_ks_limits_default(&h->lim);
     h->lim.max_depth = cfg->max_json_depth;
@@ -890,6 +950,8 @@ void df_http_stop(df_http_t **ph)
     df_http_t *h = *ph;
     *ph = NULL;
     if (!h) return;
+    /* a load/unload still running holds a suspended connection */
+    for (int i = 0; i < 6000 && atomic_load(&h->repo_ops) > 0; i++) usleep(10000);
     if (h->d) MHD_stop_daemon(h->d);
     while (h->pool) {
         req_t *q = h->pool;
