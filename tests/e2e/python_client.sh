@@ -34,6 +34,8 @@ curl -sf "$URL/v2/models/morphcube/infer" \
     >"$T/eval.log" 2>&1 && ok py-core-eval-lbs || { cat "$T/eval.log"; fail py-core-eval-lbs; }
 "$BIN/deform" eval "$T/demo-repo/wuson" --clip Wuson_Walk --frames 0:8 --skinning dqs \
     --out "$T/eval_dqs.npy" >>"$T/eval.log" 2>&1 && ok py-core-eval-dqs || { cat "$T/eval.log"; fail py-core-eval-dqs; }
+"$BIN/deform" eval "$T/demo-repo/wuson" --clip Wuson_Walk --fps 30 --skinning dqs \
+    --out "$T/eval_dqs_fps30.npy" >>"$T/eval.log" 2>&1 || { cat "$T/eval.log"; fail py-core-eval-dqs-fps30; }
 
 for mode in numpy stdlib; do
     if [ "$mode" = stdlib ]; then export DEFORMD_NO_NUMPY=1; else unset DEFORMD_NO_NUMPY; fi
@@ -171,6 +173,18 @@ with SocketClient("127.0.0.1", SOCK) as s:
         err = maxdiff(frames.data.tolist(), ref.data.tolist())
         check("sock-play-%s-vs-core-eval" % skin, frames.shape == ref.shape and err <= 1e-6 * diag,
               "shape %s vs %s, max err %g (diag %g)" % (frames.shape, ref.shape, err, diag))
+    # a 30 fps grid over the whole walk, HTTP (daemon-side clip sampling,
+    # batch_size/dt) vs socket vs bin/deform eval --fps 30 (DQS character)
+    sp = s.play("wuson_dqs", "Wuson_Walk", fps=30)["positions"]
+with HttpClient("127.0.0.1", HTTP) as c:
+    hp = c.play("wuson_dqs", "Wuson_Walk", fps=30, chunk=7)["positions"]
+ev = npy.read(os.path.join(T, "eval_dqs_fps30.npy"))
+lo = [min(ev.data[i::3]) for i in range(3)]; hi = [max(ev.data[i::3]) for i in range(3)]
+diag = math.sqrt(sum((h - l) ** 2 for h, l in zip(hi, lo)))
+check("http-play-equals-sock-play", hp == sp, "shapes %s %s" % (hp.shape, sp.shape))
+err = maxdiff(hp.data.tolist(), ev.data.tolist())
+check("http-play-fps30-vs-core-eval", hp.shape == ev.shape and err <= 1e-6 * diag,
+      "shape %s vs %s, max err %g" % (hp.shape, ev.shape, err))
 sys.exit(1 if fails else 0)
 EOF
 done

@@ -14,6 +14,7 @@ in the model metadata) or with a leading batch dimension B (then pass
 batch=B). Outputs: dict name -> Tensor with the server's shape (B first when
 a batch dimension was sent).
 """
+import array
 import http.client
 import json
 
@@ -131,6 +132,35 @@ class HttpClient:
                 raise _error(status, data)
             return data
         return self._json("GET", path)
+
+    def play(self, name, clip, fps=None, chunk=16, outputs=("positions",), encoding=None):
+        """Evaluate a clip over HTTP; the daemon samples it (request parameters
+        clip / time / dt / batch_size: pose b at time + b*dt). Frames on a
+        uniform grid, k/fps for k = 0..floor(duration*fps) (fps default 30,
+        as `deform eval --fps`), `chunk` poses per request. Returns
+        {output: Tensor [F, ...]}. For arbitrary times and pipelining use
+        SocketClient.play."""
+        meta = self.info(name)
+        cl = next((c for c in (meta.get("parameters") or {}).get("clips", [])
+                   if isinstance(c, dict) and c.get("name") == clip), None)
+        if cl is None:
+            raise DeformdError("no clip %r in %s" % (clip, name))
+        fps = float(fps or 30.0)
+        nf = int(cl.get("duration", 0.0) * fps + 1e-9) + 1
+        parts = []
+        for k0 in range(0, nf, chunk):
+            b = min(chunk, nf - k0)
+            parts.append(self.infer(name, None, outputs=list(outputs), batch=b,
+                                    encoding=encoding,
+                                    parameters={"clip": clip, "time": k0 / fps,
+                                                "dt": 1.0 / fps, "batch_size": b}))
+        res = {}
+        for o in outputs:
+            data = array.array("f")
+            for p in parts:
+                data.extend(p[o].data)
+            res[o] = Tensor((nf,) + tuple(parts[0][o].shape[1:]), data)
+        return res
 
     def infer(self, name, inputs=None, outputs=None, batch=None, binary=True,
               encoding=None, skinning=None, parameters=None):
