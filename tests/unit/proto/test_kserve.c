@@ -5,6 +5,7 @@
 #include "dftest.h"
 #include "kserve.h"
 #include <jansson.h>
+#include <math.h>
 #include <string.h>
 
 static void test_parse_json_nested_and_flat(void)
@@ -113,11 +114,74 @@ static void test_response_roundtrip(void)
     df_ks_buf_free(&b);
 }
 
+/* Mutation fuzzing in-process: 20,000 corruptions (byte flips, inserted
+ * and deleted bytes, truncation) of valid JSON and binary requests. Every
+ * result must be DF_OK with consistent inputs or a negative code with a
+ * message; under `make asan` this also checks memory safety. */
+static void test_mutation_fuzz(void)
+{
+    const char *seeds[] = {
+        "{\"id\":\"a\",\"parameters\":{\"encoding\":\"int16\",\"binary_data_output\":true},"
+        "\"inputs\":[{\"name\":\"weights\",\"datatype\":\"FP32\",\"shape\":[2,2],\"data\":[[1,2],[3,4]]}],"
+        "\"outputs\":[{\"name\":\"positions\",\"parameters\":{\"binary_data\":true}}]}",
+        "{\"inputs\":[{\"name\":\"a\",\"datatype\":\"FP32\",\"shape\":[3],\"parameters\":{\"binary_data_size\":12}}]}"
+        "\x00\x00\x80\x3f\x00\x00\x00\x40\x00\x00\x40\x40",
+    };
+    size_t hl1 = strlen("{\"inputs\":[{\"name\":\"a\",\"datatype\":\"FP32\",\"shape\":[3],\"parameters\":{\"binary_data_size\":12}}]}");
+    size_t lens[2] = {strlen(seeds[0]), hl1 + 12};
+    size_t hls[2] = {lens[0], hl1};
+    df_ks_request_t r;
+    memset(&r, 0, sizeof r);
+    df_ks_limits_t lim;
+    df_ks_limits_default(&lim);
+    lim.max_elements = 4096;
+    uint32_t s = 12345;
+    int ok = 0, bad = 0, broken = 0;
+    char *buf = malloc(4096);
+    for (int it = 0; it < 20000; it++) {
+        int k = it & 1;
+        size_t n = lens[k], hl = hls[k];
+        memcpy(buf, seeds[k], n);
+        int muts = 1 + (int)((s >> 28) & 3);
+        for (int m = 0; m < muts; m++) {
+            s = s * 1664525u + 1013904223u;
+            size_t pos = (s >> 8) % (n ? n : 1);
+            switch ((s >> 4) & 3) {
+            case 0: buf[pos] = (char)(s >> 20); break;
+            case 1: if (n < 4000) { memmove(buf + pos + 1, buf + pos, n - pos); buf[pos] = "{}[],:\"0-e"[(s >> 24) % 10]; n++; if (pos < hl) hl++; } break;
+            case 2: if (n > 1) { memmove(buf + pos, buf + pos + 1, n - pos - 1); n--; if (pos < hl && hl > 1) hl--; } break;
+            case 3: n = pos + 1; if (hl > n) hl = n; break;
+            }
+        }
+        df_error_t e = {0};
+        int rc = df_kserve_parse_request(&r, buf, n, hl, &lim, &e);
+        if (rc == 0) {
+            ok++;
+            for (int i = 0; i < r.n_inputs; i++) {
+                int64_t numel = 1;
+                for (int d = 0; d < r.inputs[i].ndim; d++) numel *= r.inputs[i].shape[d];
+                if (numel != r.inputs[i].numel || (numel && !r.inputs[i].data)) broken++;
+                for (int64_t x = 0; x < numel; x++)
+                    if (!isfinite(r.inputs[i].data[x])) broken++;
+            }
+        } else {
+            bad++;
+            if (rc > 0 || !e.msg[0]) broken++;
+        }
+    }
+    free(buf);
+    df_ks_request_free(&r);
+    printf("# mutation fuzz: %d accepted, %d refused, %d inconsistent\n", ok, bad, broken);
+    DF_CHECK(broken == 0);
+    DF_CHECK(bad > 1000 && ok > 0);
+}
+
 int main(void)
 {
     DF_RUN(test_parse_json_nested_and_flat);
     DF_RUN(test_parse_binary);
     DF_RUN(test_parse_errors);
     DF_RUN(test_response_roundtrip);
+    DF_RUN(test_mutation_fuzz);
     return dftest_exit();
 }
