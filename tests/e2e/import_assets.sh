@@ -353,7 +353,13 @@ fi
 # --- broken files made by others (assimp's own invalid/ and schema-failure samples): every one
 #     must end with exit 0 or 1 and a message, never a crash, a hang or a usage error
 n_bad=0; n_files=0
+sanitized=0; grep -qaE "__asan_init|__tsan_init" "$D" && sanitized=1
 while IFS= read -r f; do
+    # OutOfMemory.off declares 3.5e9 vertices: the plain build caps its address space (fails in
+    # 0.2 s); a sanitizer build cannot (shadow memory), and would grind for minutes
+    if [ $sanitized = 1 ] && [ "$(basename "$f")" = OutOfMemory.off ]; then
+        echo "# skipped under a sanitizer: $f"; continue
+    fi
     n_files=$((n_files+1))
     timeout 60 "$D" import "$f" --repository "$W/bad" --name b >"$W/out" 2>&1; rc=$?
     if [ $rc -gt 1 ] || { [ $rc -eq 1 ] && ! grep -q "^deform import: " "$W/out"; }; then
