@@ -75,7 +75,7 @@ static double served(df_model_t *m, int B, const float *world, const float *ctl,
     df_error_t err;
     df_model_evaluate(m, &bt, sc, &err); /* grow scratch */
     int reps = 0;
-    double t0 = now(), t;
+    double t0 = now(), t = 0;
     do {
         if (df_model_evaluate(m, &bt, sc, &err)) { fprintf(stderr, "%s\n", err.msg); break; }
         reps++;
@@ -101,7 +101,7 @@ static void recon(df_lap_t *lap, int64_t V, int64_t P, int64_t A, int B, double 
     double *w = malloc(sizeof(double) * 2 * V * 3 * B);
     /* sparse: delta = U z, transpose, solve, transpose back (what the kind does) */
     int reps = 0;
-    double t0 = now(), t;
+    double t0 = now(), t = 0;
     do {
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, (int)(3 * V), (int)P, 1, z, (int)P, U, (int)P, 0, delta, (int)(3 * V));
         for (int64_t v = 0; v < V; v++)
