@@ -135,10 +135,32 @@ static void mkdirs(const char *path)
     mkdir(tmp, 0755);
 }
 
+static void mkdirs(const char *path);
+
+/* A directory of this test process's own under $DF_TEST_OUT (several
+ * helpers may run the suites at once in one tree): repositories, daemon
+ * logs, ready files. Removed by test_out_done() when every test passed. */
 static const char *test_out(void)
 {
-    const char *o = getenv("DF_TEST_OUT");
-    return o && *o ? o : "build/test-out";
+    static char dir[900];
+    if (!dir[0]) {
+        const char *o = getenv("DF_TEST_OUT");
+        snprintf(dir, sizeof dir, "%s/server-%d", o && *o ? o : "build/test-out", (int)getpid());
+        mkdirs(dir);
+    }
+    return dir;
+}
+
+static int test_out_done(int rc)
+{
+    if (rc == 0) {
+        char cmd[1024];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", test_out());
+        if (system(cmd)) rc = 0;
+    } else {
+        fprintf(stderr, "test files kept in %s\n", test_out());
+    }
+    return rc;
 }
 
 /* Repository: model "body" (J=6, M=8, characters alice (weights default)

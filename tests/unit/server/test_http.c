@@ -552,5 +552,5 @@ int main(void)
     DF_RUN(test_real_asset_clip);
     curl_easy_cleanup(C);
     curl_global_cleanup();
-    return dftest_exit();
+    return test_out_done(dftest_exit());
 }

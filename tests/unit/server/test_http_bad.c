@@ -306,5 +306,5 @@ int main(void)
     DF_RUN(test_corpus_size_and_still_serving);
     curl_easy_cleanup(C);
     curl_global_cleanup();
-    return dftest_exit();
+    return test_out_done(dftest_exit());
 }

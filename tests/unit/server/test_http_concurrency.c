@@ -255,5 +255,5 @@ int main(void)
     df_model_unref(&body_m);
     df_model_unref(&prop_m);
     curl_global_cleanup();
-    return dftest_exit();
+    return test_out_done(dftest_exit());
 }

@@ -271,5 +271,5 @@ int main(void)
     DF_RUN(test_sigterm_drains);
     for (int i = 0; i < 5; i++) df_model_unref(&vers[i]);
     curl_global_cleanup();
-    return dftest_exit();
+    return test_out_done(dftest_exit());
 }
