@@ -139,7 +139,7 @@ int cmd_eval(int argc, char **argv)
         times = calloc(1, sizeof *times);
     } else if (fps > 0) {
         double dur = ci.n_keys ? ci.times[ci.n_keys - 1] - ci.times[0] : 0;
-        F = (size_t)floor(dur * fps + 1e-6) + 1;
+        F = (size_t)floor(dur * fps + 1e-3) + 1; /* float key times: 3.5999999 s at 1000 fps is 3601 frames */
         times = malloc(F * sizeof *times);
         for (size_t k = 0; times && k < F; k++) times[k] = k / fps;
     } else {
