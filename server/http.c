@@ -86,6 +86,7 @@ int64_t df__now_ns(void);
 
 #define REQ_POOL_MAX 512
 #define REQ_KEEP_BYTES (4u << 20) /* larger buffers are not kept */
+#define HTTP_COPY_MAX (256u << 10) /* binary outputs up to this are copied behind the JSON header: one send() */
 
 /* A request context from the pool: its body, arena and output buffers are
  * kept between requests, so steady traffic allocates nothing here. */
@@ -663,14 +664,28 @@ static enum MHD_Result finish_infer(req_t *q)
                                  job->n_outputs, params))
         return send_error(q, 500, "out of memory");
     if (!any_binary) return send_out(q, 200, "application/json");
-    unsigned n = 0;
-    q->iov[n++] = (struct MHD_IoVec){q->out.data, q->out.len};
-    for (int o = 0; o < job->n_outputs; o++)
-        if (outs[o].binary) q->iov[n++] = (struct MHD_IoVec){outs[o].bytes, outs[o].nbytes};
-    struct MHD_Response *r = MHD_create_response_from_iovec(q->iov, n, NULL, NULL);
-    if (!r) return send_error(q, 500, "cannot create response");
     char hl[32];
     snprintf(hl, sizeof hl, "%zu", q->out.len);
+    size_t bin_bytes = 0;
+    for (int o = 0; o < job->n_outputs; o++)
+        if (outs[o].binary) bin_bytes += outs[o].nbytes;
+    struct MHD_Response *r;
+    if (bin_bytes <= HTTP_COPY_MAX) {
+        /* small answer: one buffer, so libmicrohttpd sends status line,
+         * headers and body in one send() (an iovec response costs a second
+         * send and a second wake-up of the client) */
+        for (int o = 0; o < job->n_outputs; o++)
+            if (outs[o].binary) df_ks_buf_append(&q->out, (const char *)outs[o].bytes, outs[o].nbytes);
+        if (q->out.oom) return send_error(q, 500, "out of memory");
+        r = MHD_create_response_from_buffer(q->out.len, q->out.data, MHD_RESPMEM_PERSISTENT);
+    } else {
+        unsigned n = 0;
+        q->iov[n++] = (struct MHD_IoVec){q->out.data, q->out.len};
+        for (int o = 0; o < job->n_outputs; o++)
+            if (outs[o].binary) q->iov[n++] = (struct MHD_IoVec){outs[o].bytes, outs[o].nbytes};
+        r = MHD_create_response_from_iovec(q->iov, n, NULL, NULL);
+    }
+    if (!r) return send_error(q, 500, "cannot create response");
     MHD_add_response_header(r, "Inference-Header-Content-Length", hl);
     return queue(q, 200, r, "application/octet-stream");
 }
