@@ -75,10 +75,10 @@ def main():
         ap = torch.stack([mlp(anets[a], x.index_select(1, idx[a])) for a in range(A)], 0)  # [A,B,3]
         vnl = g0 + z @ G.t()  # [B,3V]
         vnl = vnl + (H @ ap.reshape(A, 3 * B)).reshape(V, B, 3).permute(1, 0, 2).reshape(B, 3 * V)
-        skm = world.reshape(B, J, 3, 4) @ ib4  # [B,J,3,4]
-        T = (skm[:, sj] * sw[None, :, :, None, None]).sum(2)  # [B,V,3,4]
+        skm = (world.reshape(B, J, 3, 4) @ ib4).reshape(B, J, 12)  # [B,J,12]
+        T = torch.einsum("vk,bvke->bve", sw, skm[:, sj]).reshape(B, V, 3, 4)  # [B,V,3,4]
         p = rest[None] + vnl.reshape(B, V, 3)
-        return (T[..., :3] @ p[..., None]).squeeze(-1) + T[..., 3]
+        return torch.einsum("bvij,bvj->bvi", T[..., :3], p) + T[..., 3]
 
     ctl1 = torch.zeros(C)
     with torch.no_grad():
