@@ -9,11 +9,14 @@
 // data extension, float32/float16/int16 as chosen) and copies the returned
 // positions into a three.js BufferGeometry. Clips play by asking the daemon
 // to sample the clip at a time (request parameters "clip" and "time"),
-// morph sliders send "weights". At most one request is in flight: a frame
+// sliders send small vector inputs (morph "weights", rig "controls", any
+// one-axis input of at most 64 values, whatever the model kind). At most one
+// request is in flight: a frame
 // that arrives late is simply followed by the newest state (no queue).
 //
 // For tests and scripting, window.viewer exposes select(name) and
-// show({clip, time, weights}) which resolve once the frame is drawn.
+// show({clip, time, weights, inputs: {name: values}}) which resolve once the
+// frame is drawn.
 import * as THREE from 'three';
 import { OrbitControls } from './vendor/OrbitControls.js';
 import { DeformdClient } from './vendor/deformd.js';
@@ -50,8 +53,9 @@ function render() { renderer.render(scene, camera); }
 
 // ------------------------------------------------------------------ state
 const st = {
-  name: null, shown: null, meta: null, clips: [], morphs: [], nverts: 0,
-  clip: '', time: 0, weights: null, playing: false,
+  name: null, shown: null, meta: null, clips: [], nverts: 0,
+  groups: [], // slider groups: {input, names, values: Float32Array, lo, hi}
+  clip: '', time: 0, playing: false,
   inflight: null, dirty: false, frames: 0, lastMs: 0, lastBytes: 0,
 };
 
@@ -92,10 +96,7 @@ async function select(name) {
   const rest = await client.mesh(name);
   st.meta = meta;
   st.clips = paramList(meta, 'clips').map((c) => (typeof c === 'string' ? { name: c } : c));
-  st.morphs = paramList(meta, 'morphs').map((m) => (typeof m === 'string' ? m : m.name));
-  const hasWeights = (meta.inputs || []).some((i) => i.name === 'weights');
-  if (!hasWeights) st.morphs = [];
-  st.weights = st.morphs.length ? new Float32Array(st.morphs.length) : null;
+  st.groups = sliderGroups(meta);
   buildMesh(rest);
   buildClipUI();
   buildMorphUI();
@@ -151,22 +152,50 @@ function buildClipUI() {
   $('clipbox').style.display = st.clips.length ? '' : 'none';
 }
 
+// One slider group per one-axis input of at most 64 values. Names come from
+// the metadata list of the same length ("morphs" for weights, "controls" for
+// rig controls); weights range over [0, 1], other inputs over [-1, 1].
+function sliderGroups(meta) {
+  const groups = [];
+  for (const i of meta.inputs || []) {
+    const shape = (i.shape || []).filter((d, k) => !(k === 0 && d === -1));
+    if (shape.length !== 1 || shape[0] < 1 || shape[0] > 64) continue;
+    const n = shape[0];
+    let names = [];
+    for (const list of i.name === 'weights' ? ['morphs'] : ['controls', 'morphs']) {
+      const l = paramList(meta, list).map((m) => (typeof m === 'string' ? m : m.name));
+      if (l.length === n) { names = l; break; }
+    }
+    if (names.length !== n) names = Array.from({ length: n }, (_, k) => `${i.name}[${k}]`);
+    const lo = i.name === 'weights' ? 0 : -1;
+    groups.push({ input: i.name, names, values: new Float32Array(n), lo, hi: 1, touched: false });
+  }
+  return groups;
+}
+
 function buildMorphUI() {
   const box = $('morphs');
   box.innerHTML = '';
-  $('morphbox').style.display = st.morphs.length ? '' : 'none';
-  st.morphs.forEach((m, i) => {
-    const d = document.createElement('div');
-    d.className = 'slider';
-    d.innerHTML = `<label>${m} <span>0.00</span></label><input type="range" min="0" max="1" step="0.01" value="0">`;
-    const inp = d.querySelector('input');
-    inp.addEventListener('input', () => {
-      st.weights[i] = Number(inp.value);
-      d.querySelector('span').textContent = Number(inp.value).toFixed(2);
-      requestFrame();
+  $('morphbox').style.display = st.groups.length ? '' : 'none';
+  for (const g of st.groups) {
+    const h = document.createElement('label');
+    h.textContent = g.input === 'weights' ? 'morph weights' : g.input;
+    box.appendChild(h);
+    g.names.forEach((m, i) => {
+      const d = document.createElement('div');
+      d.className = 'slider';
+      d.dataset.input = g.input;
+      d.innerHTML = `<label>${m} <span>0.00</span></label><input type="range" min="${g.lo}" max="${g.hi}" step="0.01" value="0">`;
+      const inp = d.querySelector('input');
+      inp.addEventListener('input', () => {
+        g.values[i] = Number(inp.value);
+        g.touched = true;
+        d.querySelector('span').textContent = Number(inp.value).toFixed(2);
+        requestFrame();
+      });
+      box.appendChild(d);
     });
-    box.appendChild(d);
-  });
+  }
 }
 
 // ----------------------------------------------------------------- frames
@@ -177,8 +206,13 @@ function requestBody() {
     parameters.clip = st.clip;
     parameters.time = st.time;
   }
-  if (st.weights && (!st.clip || st.weights.some((w) => w !== 0))) {
-    inputs.weights = { shape: [st.weights.length], data: st.weights };
+  // a group is sent once a slider moved (before that the character's
+  // defaults, or the clip, provide the input); with a clip playing, only
+  // groups with a non-zero value override what the clip gives
+  for (const g of st.groups) {
+    if (!g.touched) continue;
+    if (st.clip && !g.values.some((w) => w !== 0)) continue;
+    inputs[g.input] = { shape: [g.values.length], data: g.values };
   }
   return {
     inputs,
@@ -272,10 +306,12 @@ function syncUI() {
   $('clip').value = st.clip;
   const c = currentClip();
   $('time').value = c && clipDuration(c) > 0 ? st.time / clipDuration(c) : 0;
-  $('morphs').querySelectorAll('.slider').forEach((d, i) => {
-    d.querySelector('input').value = st.weights[i];
-    d.querySelector('span').textContent = st.weights[i].toFixed(2);
-  });
+  for (const g of st.groups) {
+    $('morphs').querySelectorAll(`.slider[data-input="${g.input}"]`).forEach((d, i) => {
+      d.querySelector('input').value = g.values[i];
+      d.querySelector('span').textContent = g.values[i].toFixed(2);
+    });
+  }
 }
 
 // ------------------------------------------------------------ scripting API
@@ -283,11 +319,17 @@ window.viewer = {
   client,
   state: st,
   select,
-  // show({clip, time, weights}): set the state, resolve once it is drawn
+  // show({clip, time, weights, inputs}): set the state, resolve once drawn
   async show(o = {}) {
     if (o.clip !== undefined) st.clip = o.clip;
     if (o.time !== undefined) st.time = o.time;
-    if (o.weights && st.weights) st.weights.set(o.weights);
+    const set = Object.assign({}, o.inputs || {}, o.weights ? { weights: o.weights } : {});
+    for (const [name, v] of Object.entries(set)) {
+      const g = st.groups.find((x) => x.input === name);
+      if (!g) throw new Error(`${st.name} has no slider input ${name}`);
+      g.values.set(v);
+      g.touched = true;
+    }
     syncUI();
     await requestFrame();
     return st.frames;

@@ -24,6 +24,12 @@ cmp -s clients/js/deformd.js server/www/vendor/deformd.js && ok viewer-vendor-mo
     || fail viewer-vendor-module-current "server/www/vendor/deformd.js is stale (run tools/deps.sh)"
 
 build_demo "$T/demo-repo" && ok viewer-demo-repo || { fail viewer-demo-repo; finish; exit 1; }
+# another kind in the same repository: a tiny rigapprox model (controls
+# sliders), trained in a second from the reference rig (tests/e2e/rigapprox.sh)
+"$BIN/deform" rigdata --tiny 10,8 --out "$T/ra.st" --samples 160 --influence-poses 4 >"$T/ra.log" 2>&1 \
+    && "$BIN/deform" train "$T/ra.st" --out "$T/demo-repo/tinyra" --epochs 4 --layers 2 --width 16 \
+        --anchor-layers 2 --anchor-width 8 --anchors 0.05 --quiet >>"$T/ra.log" 2>&1 \
+    && ok viewer-rigapprox-model || { cat "$T/ra.log"; fail viewer-rigapprox-model; }
 # A second origin (another port) serving a page with the browser module, for
 # the cross-origin (CORS) check; the daemon allows exactly that origin.
 XPORT=$(free_port)

@@ -113,6 +113,19 @@ function changedFraction(a, b) {
     await page.screenshot({ path: path.join(outDir, 'viewer-morphcube.png') });
     check('viewer-morph-weights-change-canvas', changedFraction(c0, c1) > 0.001 && c1.fg > 0.01);
 
+    // a model of another kind (rigapprox): its "controls" get sliders too
+    await page.selectOption('#character', 'tinyra');
+    await page.waitForFunction(() => window.viewer.state.shown === 'tinyra', null, { timeout: 30000 });
+    const nctl = await page.$$eval('#morphs .slider[data-input="controls"]', (d) => d.length);
+    await page.evaluate(() => window.viewer.show({ inputs: { controls: [-1, -1, -1, -1, -1, -1, -1, -1] } }));
+    const r0 = await canvasStats(page);
+    await page.evaluate(() => window.viewer.show({ inputs: { controls: [1, 1, 1, 1, 1, 1, 1, 1] } }));
+    const r1 = await canvasStats(page);
+    await page.screenshot({ path: path.join(outDir, 'viewer-tinyra.png') });
+    const rch = changedFraction(r0, r1);
+    check('viewer-rigapprox-control-sliders', nctl === 8 && r1.fg > 0.01 && rch > 0.0005,
+      `sliders ${nctl}, foreground ${r1.fg}, changed ${rch}`);
+
     // the browser module equals curl for the same pose, binary and JSON
     const pose = JSON.parse(fs.readFileSync(poseFile, 'utf8')).inputs[0];
     const curl = JSON.parse(fs.readFileSync(curlFile, 'utf8')).outputs.find((o) => o.name === 'positions');
