@@ -8,6 +8,7 @@
  *         [--checkpoint FILE [--resume]] [--time-limit SECONDS] [--quiet]
  *   deform train --evaluate REPO/NAME DATA.safetensors [--reconstruction dense|sparse]
  *         [--heatmap OUT.ppm --pose I] [--errors OUT.npy] [--positions OUT.npy]
+ *   deform train --breakdown MODEL.safetensors DATA.safetensors   (error sources of an 'ours' model)
  *
  * Training writes REPO/NAME/config.json and REPO/NAME/1/model.safetensors
  * (kind rigapprox; docs/rigapprox.md). Evaluation loads the model through
@@ -15,6 +16,8 @@
  * mean / max vertex error, absolute and in % of the character height.
  */
 #include "df.h"
+#include "laplacian.h"
+#include "nn.h"
 #include "rigapprox.h"
 
 #include <errno.h>
@@ -32,7 +35,8 @@ static int usage(void)
             "         [--anchors F] [--omega W] [--epochs E] [--batch B] [--lr R] [--sgd] [--val F]\n"
             "         [--patience E] [--seed S] [--checkpoint FILE [--resume]] [--time-limit S] [--quiet]\n"
             "       deform train --evaluate REPO/NAME DATA.safetensors [--reconstruction dense|sparse]\n"
-            "         [--heatmap OUT.ppm --pose I] [--errors OUT.npy] [--positions OUT.npy]\n");
+            "         [--heatmap OUT.ppm --pose I] [--errors OUT.npy] [--positions OUT.npy]\n"
+            "       deform train --breakdown MODEL.safetensors DATA.safetensors\n");
     return 2;
 }
 
@@ -195,11 +199,110 @@ static int evaluate(const char *model_dir, const char *data, const char *recon, 
     return rc ? 1 : 0;
 }
 
+/* Error breakdown of an OURS model (docs/rigapprox.md): reconstruct with the
+ * true or the predicted differential coordinates / anchors, the truth
+ * computed from the dataset's meshes (Eq. 14 and L_s). */
+static int breakdown(const char *model_file, const char *data)
+{
+    df_error_t e = {0};
+    df_st_t *st = NULL;
+    df_ramodel_t m;
+    df_rigdata_t d;
+    if (df_st_open(model_file, NULL, &st, &e) || df_ramodel_read(st, &m, &e)) {
+        fprintf(stderr, "deform train: %s\n", e.msg);
+        df_st_close(&st);
+        return 1;
+    }
+    if (m.variant != DF_RA_OURS || df_rigdata_open(data, &d, &e) || d.nv != m.nv || d.nj != m.nj || d.nc != m.nc) {
+        fprintf(stderr, "deform train: --breakdown needs an 'ours' model and its kind of dataset %s\n", e.msg);
+        df_ramodel_release(&m);
+        df_st_close(&st);
+        return 1;
+    }
+    int64_t V = m.nv, D = 3 * V, P = m.P, A = m.na;
+    df_lap_t *lap = NULL;
+    if (df_rigapprox_lap(V, m.rest, m.nt, m.tris, A, m.anchors, m.omega, &lap, &e)) {
+        fprintf(stderr, "deform train: %s\n", e.msg);
+        return 1;
+    }
+    float *T = malloc(sizeof(float) * 12 * V), *nl = malloc(sizeof(float) * D), *dt = malloc(sizeof(float) * D);
+    float *dp = malloc(sizeof(float) * D), *dj = malloc(sizeof(float) * D), *apt = malloc(sizeof(float) * 3 * A);
+    float *app = malloc(sizeof(float) * 3 * A), *x = malloc(sizeof(float) * m.nf), *out = malloc(sizeof(float) * D);
+    float *pos = malloc(sizeof(float) * D), *act = malloc(sizeof(float) * df_mlp_work_floats(m.net, 1));
+    double *w = malloc(sizeof(double) * 2 * D), *utu = calloc(P, sizeof(double)), *z2 = malloc(sizeof(double) * P);
+    size_t aw = 0;
+    int maxin = 1;
+    for (int64_t a = 0; a < A; a++) {
+        if (df_mlp_work_floats(m.anc_nets[a], 1) > aw) aw = df_mlp_work_floats(m.anc_nets[a], 1);
+        if (m.anc_off[a + 1] - m.anc_off[a] > maxin) maxin = m.anc_off[a + 1] - m.anc_off[a];
+    }
+    float *awk = malloc(sizeof(float) * aw), *xi = malloc(sizeof(float) * maxin);
+    for (int64_t k = 0; k < D; k++)
+        for (int64_t p = 0; p < P; p++) utu[p] += (double)m.basis[k * P + p] * m.basis[k * P + p];
+    const char *names[5] = {"true delta (all 3V) + true anchors", "true delta on the PCs + true anchors",
+                            "predicted delta + true anchors", "true delta + predicted anchors",
+                            "predicted delta + predicted anchors"};
+    double err[5] = {0}, mx[5] = {0};
+    for (int64_t s = 0; s < d.n; s++) {
+        const float *W = d.joints + s * d.nj * 12, *C = d.nc ? d.controls + s * d.nc : NULL, *gt = d.positions + s * D;
+        df_rigapprox_linear(V, d.nj, (int)d.k, d.invbind, d.skin_j, d.skin_w, 1, W, T);
+        df_rigapprox_nonlinear(V, T, d.rest, gt, nl);
+        df_lap_apply(lap, 3, nl, dt);
+        for (int64_t a = 0; a < A; a++)
+            for (int c = 0; c < 3; c++) apt[a * 3 + c] = nl[m.anchors[a] * 3 + c];
+        for (int64_t p = 0; p < P; p++) { /* the basis is orthogonal (whitened) */
+            double q = 0;
+            for (int64_t k = 0; k < D; k++) q += (double)m.basis[k * P + p] * (dt[k] - m.basis_mean[k]);
+            z2[p] = q / utu[p];
+        }
+        for (int64_t k = 0; k < D; k++) {
+            double q = m.basis_mean[k];
+            for (int64_t p = 0; p < P; p++) q += m.basis[k * P + p] * z2[p];
+            dj[k] = (float)q;
+        }
+        df_ramodel_features(&m, W, C, x);
+        const float *zz = df_mlp_forward(m.net, 1, x, act);
+        for (int64_t k = 0; k < D; k++) {
+            double q = m.basis_mean[k];
+            for (int64_t p = 0; p < P; p++) q += m.basis[k * P + p] * zz[p];
+            dp[k] = (float)q;
+        }
+        for (int64_t a = 0; a < A; a++) {
+            int ni = m.anc_off[a + 1] - m.anc_off[a];
+            for (int i = 0; i < ni; i++) xi[i] = x[m.anc_idx[m.anc_off[a] + i]];
+            memcpy(app + a * 3, df_mlp_forward(m.anc_nets[a], 1, xi, awk), sizeof(float) * 3);
+        }
+        const float *dl[5] = {dt, dj, dp, dt, dp}, *al[5] = {apt, apt, apt, app, app};
+        for (int c = 0; c < 5; c++) {
+            df_lap_reconstruct(lap, 3, dl[c], al[c], out, w);
+            df_rigapprox_apply(V, T, d.rest, out, pos);
+            for (int64_t v = 0; v < V; v++) {
+                double q = sqrt((pos[v * 3] - gt[v * 3]) * (pos[v * 3] - gt[v * 3]) +
+                                (pos[v * 3 + 1] - gt[v * 3 + 1]) * (pos[v * 3 + 1] - gt[v * 3 + 1]) +
+                                (pos[v * 3 + 2] - gt[v * 3 + 2]) * (pos[v * 3 + 2] - gt[v * 3 + 2]));
+                err[c] += q;
+                if (q > mx[c]) mx[c] = q;
+            }
+        }
+    }
+    for (int c = 0; c < 5; c++)
+        printf("%-40s mean %.4f %%  max %.3f %%\n", names[c], 100 * err[c] / ((double)d.n * V) / d.height,
+               100 * mx[c] / d.height);
+    free(T), free(nl), free(dt), free(dp), free(dj), free(apt), free(app), free(x), free(out), free(pos), free(act);
+    free(w), free(utu), free(z2), free(awk), free(xi);
+    df_lap_free(&lap);
+    df_rigdata_close(&d);
+    df_ramodel_release(&m);
+    df_st_close(&st);
+    return 0;
+}
+
 int cmd_train(int argc, char **argv)
 {
     df_ratrain_opts_t o;
     df_ratrain_opts_default(&o);
     const char *data = NULL, *out = NULL, *eval = NULL, *recon = NULL, *heat = NULL, *errs = NULL, *posn = NULL;
+    const char *brk = NULL;
     int pose = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -219,6 +322,7 @@ int cmd_train(int argc, char **argv)
         else if (!strcmp(a, "--heatmap")) heat = v;
         else if (!strcmp(a, "--errors")) errs = v;
         else if (!strcmp(a, "--positions")) posn = v;
+        else if (!strcmp(a, "--breakdown")) brk = v;
         else if (!strcmp(a, "--pose")) pose = atoi(v);
         else if (!strcmp(a, "--variant")) {
             o.variant = !strcmp(v, "ours") ? DF_RA_OURS : !strcmp(v, "local") ? DF_RA_LOCAL
@@ -241,6 +345,7 @@ int cmd_train(int argc, char **argv)
         else if (!strcmp(a, "--time-limit")) o.time_limit_s = atof(v);
         else return usage();
     }
+    if (brk) return data ? breakdown(brk, data) : usage();
     if (eval) return data ? evaluate(eval, data, recon, heat, pose, errs, posn) : usage();
     if (!data || !out) return usage();
     df_error_t err = {0};
