@@ -44,7 +44,7 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else
 
 {
 echo "# deformd bench-server $(date -u +%FT%TZ) on $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
-heavy() { # $1 model label, $2 characters, $3 weights
+heavy() { # $1 model label, $2 characters, $3 weights, $4 its max_queue_delay_us
     echo "## heavy model: $1, $CH connections, ${SECS}s each"
     start_deformd heavy_on
     on=$("$LG" run --port "$HP" --proto bin --conns "$CH" --secs "$SECS" --chars "$2" --weights "$3" --pid "$DPID")
@@ -54,7 +54,18 @@ heavy() { # $1 model label, $2 characters, $3 weights
         on_s=$("$LG" run --port "$SP" --proto sock --conns "$CH" --secs "$SECS" --chars "$2" --weights "$3" --pid "$DPID")
         echo "batching on : $on_s"
     fi
-    curl -s "http://127.0.0.1:$HP/metrics" | grep -E "^deformd_(batches_total|batches_mixed_total|batch_size_sum|batch_size_count|compute_us_total|requests_total)\\{model=\"${1%% *}\"" | sed 's/^/    /'
+    met=$(curl -s "http://127.0.0.1:$HP/metrics" | grep -E "^deformd_(batches_total|batches_mixed_total|batch_size_sum|batch_size_count|compute_us_total|requests_total)\\{model=\"${1%% *}\"")
+    sed 's/^/    /' <<<"$met"
+    # issue 4 target: p99 <= max_queue_delay + 2 x one batch's compute time
+    # (compute per batch = compute_us_total / requests: each request counts
+    # its batch's time, so this is the batch time a request sees)
+    cb=$(awk '/compute_us_total/ {c=$2} /status="success"/ {r=$2} END { if (r > 0) printf "%.0f", c / r; else print 0 }' <<<"$met")
+    bound=$(( $4 + 2 * cb ))
+    for line in "$on" "$on_s"; do
+        [ -n "$line" ] || continue
+        p99=$(sed -n 's/.*p99=\([0-9]*\).*/\1/p' <<<"$line")
+        echo "P99 CHECK ($(awk '{print $1}' <<<"$line"), ${1%% *}): p99 $p99 us vs max_queue_delay $4 + 2 x batch compute $cb = $bound us: $(awk -v a="$p99" -v b="$bound" 'BEGIN { print (a <= b) ? "met" : "not met" }')"
+    done
     stop "$DPID"
     start_deformd heavy_off --no-batching
     off=$("$LG" run --port "$HP" --proto bin --conns "$CH" --secs "$SECS" --chars "$2" --weights "$3" --pid "$DPID")
@@ -67,8 +78,8 @@ heavy() { # $1 model label, $2 characters, $3 weights
     echo "RATIO batching on/off (HTTP binary, $1): $(ratio "$(rps "$on")" "$(rps "$off")")"
     [ -n "$on_s" ] && echo "RATIO batching on/off (socket, $1): $(ratio "$(rps "$on_s")" "$(rps "$off_s")")"
 }
-heavy "face (2117 vertices, 256 morph targets)" face_a,face_b 256
-heavy "bigface (2117 vertices, 1024 morph targets)" big_a,big_b 1024
+heavy "face (2117 vertices, 256 morph targets)" face_a,face_b 256 1000
+heavy "bigface (2117 vertices, 1024 morph targets)" big_a,big_b 1024 2000
 
 echo "## small model: tiny (120 vertices), $CS connections, ${SECS}s each"
 start_deformd small
