@@ -379,6 +379,15 @@ static int rig_load(df_model_t *m, const df_st_t *st, const char *params_json,
             return E(DF_ENOMEM, "out of memory");
         memcpy(r->deltas + (size_t)r->M * N * 3, tp->data,
                (size_t)N * 3 * sizeof(float));
+#ifdef DF_RIG_PACKED
+        /* repack once into the morph kernel's panel layout */
+        size_t nf = df__rig_packed_floats(N * 3, r->M + 1);
+        float *pk = aligned_alloc(64, (nf * sizeof(float) + 63) & ~(size_t)63);
+        if (!pk) return E(DF_ENOMEM, "out of memory");
+        df__rig_pack(r->deltas, N * 3, r->M + 1, pk);
+        free(r->deltas);
+        r->deltas = pk;
+#endif
     }
 
     /* ---- skeleton */

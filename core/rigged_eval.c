@@ -22,7 +22,11 @@
 
 #include <cblas.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
+#ifdef DF_RIG_PACKED
+#include <immintrin.h>
+#endif
 
 #define E(code, ...) df_error_set(err, code, __VA_ARGS__)
 
@@ -36,6 +40,9 @@ size_t df__rig_scratch_bytes(const df_model_t *m, int n)
     size_t J = (size_t)r->J, B = (size_t)n;
     size_t fl = 0;
     if (r->M > 0) fl += B * pos_stride(r) + al16((size_t)(r->M + 1) * B);
+#ifdef DF_RIG_PACKED
+    if (r->M > 0) fl += al16((size_t)(r->M + 1) * B); /* weights regrouped per tile */
+#endif
     fl += pos_stride(r);                 /* positions sink */
     fl += al16(J * 12) * 2 + al16(J * 16) * 2 + al16(J * 8);
     fl += al16(B);                       /* morph column of each pose */
@@ -71,6 +78,102 @@ static const float *pose_in(const df_batch_t *b, int idx, int p)
     if (idx < 0 || !b->in[idx]) return NULL;
     return b->in[idx][p];
 }
+
+/* ---- morph GEMM on pre-packed deltas (AVX-512 builds) ----------------
+ * OpenBLAS (0.3.21 picks its Haswell AVX2 kernel on this AMD EPYC) copies
+ * ("itcopy") the whole 3N x (M+1) delta matrix into its panel layout on
+ * every call: a quarter of the GEMM time at batch 32 (perf). Here the
+ * deltas are packed once at load into that kind of layout — panels of
+ * DF_RIG_PANEL rows, for each k the panel's rows contiguous — and one
+ * AVX-512 kernel computes a 32-row x T-pose tile with 2T accumulators.
+ * Panels are the outer loop, so a panel (32 x (M+1) floats, 131 KB at
+ * M = 1024) is read from memory once per batch and reused from L2 by every
+ * tile of poses. Measured against cblas_sgemm of the same shape in
+ * docs/performance.md. */
+#ifdef DF_RIG_PACKED
+size_t df__rig_packed_floats(int64_t n3, int64_t m1)
+{
+    return (size_t)((n3 + DF_RIG_PANEL - 1) / DF_RIG_PANEL) * DF_RIG_PANEL * (size_t)m1;
+}
+
+void df__rig_pack(const float *a, int64_t n3, int64_t m1, float *out)
+{
+    int64_t np = (n3 + DF_RIG_PANEL - 1) / DF_RIG_PANEL;
+    for (int64_t p = 0; p < np; p++)
+        for (int64_t k = 0; k < m1; k++) {
+            float *o = out + ((size_t)p * (size_t)m1 + (size_t)k) * DF_RIG_PANEL;
+            for (int r = 0; r < DF_RIG_PANEL; r++) {
+                int64_t i = p * DF_RIG_PANEL + r;
+                o[r] = i < n3 ? a[(size_t)k * (size_t)n3 + (size_t)i] : 0.0f;
+            }
+        }
+}
+
+/* One 32-row panel times T poses (wt: [k][T]); writes rows [i0, i0+rn). */
+static inline __attribute__((always_inline)) void
+tile(const float *pa, int64_t m1, const float *wt, int T, float *c, size_t ldc, int rn)
+{
+    __m512 c0[8], c1[8];
+    for (int j = 0; j < T; j++) {
+        c0[j] = _mm512_setzero_ps();
+        c1[j] = _mm512_setzero_ps();
+    }
+    for (int64_t k = 0; k < m1; k++) {
+        __m512 a0 = _mm512_load_ps(pa + k * DF_RIG_PANEL);
+        __m512 a1 = _mm512_load_ps(pa + k * DF_RIG_PANEL + 16);
+        const float *w = wt + k * T;
+        for (int j = 0; j < T; j++) {
+            __m512 bw = _mm512_set1_ps(w[j]);
+            c0[j] = _mm512_fmadd_ps(a0, bw, c0[j]);
+            c1[j] = _mm512_fmadd_ps(a1, bw, c1[j]);
+        }
+    }
+    for (int j = 0; j < T; j++) {
+        float *cc = c + (size_t)j * ldc;
+        if (rn == DF_RIG_PANEL) {
+            _mm512_storeu_ps(cc, c0[j]);
+            _mm512_storeu_ps(cc + 16, c1[j]);
+        } else {
+            float tmp[DF_RIG_PANEL];
+            _mm512_storeu_ps(tmp, c0[j]);
+            _mm512_storeu_ps(tmp + 16, c1[j]);
+            memcpy(cc, tmp, (size_t)rn * sizeof(float));
+        }
+    }
+}
+
+/* C (n3 x nm, column stride ldc) = packed deltas * W (m1 x nm, column
+ * stride m1). wt: scratch of m1 * nm floats (W regrouped per tile). */
+static void packed_gemm(const float *pk, int64_t n3, int64_t m1, const float *W, int nm,
+                        float *C, size_t ldc, float *wt)
+{
+    /* tiles of 8 poses, then 4, 2, 1; a tile's weights at wt + j0 * m1 */
+#define TILE_T(j0) (nm - (j0) >= 8 ? 8 : nm - (j0) >= 4 ? 4 : nm - (j0) >= 2 ? 2 : 1)
+    for (int j0 = 0, T; j0 < nm; j0 += T) {
+        T = TILE_T(j0);
+        for (int64_t k = 0; k < m1; k++)
+            for (int j = 0; j < T; j++) wt[(size_t)j0 * m1 + k * T + j] = W[(size_t)(j0 + j) * m1 + k];
+    }
+    int64_t np = (n3 + DF_RIG_PANEL - 1) / DF_RIG_PANEL;
+    for (int64_t p = 0; p < np; p++) {
+        const float *pa = pk + (size_t)p * (size_t)m1 * DF_RIG_PANEL;
+        int64_t i0 = p * DF_RIG_PANEL;
+        int rn = n3 - i0 < DF_RIG_PANEL ? (int)(n3 - i0) : DF_RIG_PANEL;
+        for (int j0 = 0, T; j0 < nm; j0 += T) {
+            T = TILE_T(j0);
+            const float *w = wt + (size_t)j0 * m1;
+            float *c = C + (size_t)j0 * ldc + i0;
+            switch (T) {
+            case 8: tile(pa, m1, w, 8, c, ldc, rn); break;
+            case 4: tile(pa, m1, w, 4, c, ldc, rn); break;
+            case 2: tile(pa, m1, w, 2, c, ldc, rn); break;
+            default: tile(pa, m1, w, 1, c, ldc, rn); break;
+            }
+        }
+    }
+#undef TILE_T
+}
+#endif
 
 static int check_finite(const float *x, int64_t n, int p, const char *name,
                         df_error_t *err)
@@ -170,6 +273,10 @@ int df__rig_evaluate(const df_model_t *m, const df_batch_t *b, void *scratch,
         Wm = s;
         s += al16((M + 1) * (size_t)B);
     }
+#ifdef DF_RIG_PACKED
+    float *Wt = s;
+    if (M > 0) s += al16((M + 1) * (size_t)B);
+#endif
     float *sink = s;
     s += ps;
     float *world = s;
@@ -224,6 +331,9 @@ int df__rig_evaluate(const df_model_t *m, const df_batch_t *b, void *scratch,
             ldc = nm == 1 ? N3 : (size_t)stride;
         }
     }
+#ifdef DF_RIG_PACKED
+    if (nm > 0) packed_gemm(r->deltas, (int64_t)N3, (int64_t)M1, Wm, nm, dst, ldc, Wt);
+#else
     if (nm == 1)
         cblas_sgemv(CblasColMajor, CblasNoTrans, (int)N3, (int)M1, 1.0f,
                     r->deltas, (int)N3, Wm, 1, 0.0f, dst, 1);
@@ -231,6 +341,7 @@ int df__rig_evaluate(const df_model_t *m, const df_batch_t *b, void *scratch,
         cblas_sgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, (int)N3, nm,
                     (int)M1, 1.0f, r->deltas, (int)N3, Wm, (int)M1, 0.0f, dst,
                     (int)ldc);
+#endif
 
     /* 2-3. per pose: FK, skin matrices, skinning */
     for (int p = 0; p < B; p++) {

@@ -29,7 +29,9 @@ typedef struct df__rig {
     float *rest_nrm;  /* [3N + 4] unit (or zero for isolated vertices) */
     float *deltas;    /* [M+1,N,3] = column-major 3N x (M+1): the morph
                        * deltas, then the rest positions (weight 1), so one
-                       * GEMM with beta = 0 gives rest + sum w_m d_m */
+                       * GEMM with beta = 0 gives rest + sum w_m d_m.
+                       * DF_RIG_PACKED builds: packed in panels of
+                       * DF_RIG_PANEL rows instead (df__rig_pack) */
     int32_t *parents; /* [J] */
     float *rest_t;    /* [J,3] */
     float *rest_q;    /* [J,4] unit */
@@ -44,6 +46,14 @@ typedef struct df__rig {
 } df__rig_t;
 
 /* rigged_eval.c */
+/* AVX-512 builds evaluate the morph GEMM with their own kernel on deltas
+ * packed at load (rigged_eval.c); others call OpenBLAS. */
+#if defined(__AVX512F__)
+#define DF_RIG_PACKED 1
+#endif
+#define DF_RIG_PANEL 32
+size_t df__rig_packed_floats(int64_t n3, int64_t m1);
+void df__rig_pack(const float *colmajor, int64_t n3, int64_t m1, float *out);
 size_t df__rig_scratch_bytes(const df_model_t *m, int n);
 int df__rig_evaluate(const df_model_t *m, const df_batch_t *b, void *scratch,
                      df_error_t *err);
