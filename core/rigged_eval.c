@@ -142,6 +142,37 @@ tile(const float *pa, int64_t m1, const float *wt, int T, float *c, size_t ldc, 
     }
 }
 
+/* One panel times one pose (batching off, B = 1): memory-bound, so four
+ * independent accumulator pairs and a prefetch 2 KB ahead keep enough loads
+ * in flight (a single pair measured 20 % slower than sgemv). */
+static void tile1(const float *pa, int64_t m1, const float *w, float *c, int rn)
+{
+    __m512 a[8];
+    for (int j = 0; j < 8; j++) a[j] = _mm512_setzero_ps();
+    int64_t k = 0;
+    for (; k + 4 <= m1; k += 4) {
+        const float *p = pa + k * DF_RIG_PANEL;
+        _mm_prefetch((const char *)(p + 512), _MM_HINT_T0);
+        _mm_prefetch((const char *)(p + 512 + 64), _MM_HINT_T0);
+        for (int u = 0; u < 4; u++) {
+            __m512 bw = _mm512_set1_ps(w[k + u]);
+            a[2 * u] = _mm512_fmadd_ps(_mm512_load_ps(p + u * DF_RIG_PANEL), bw, a[2 * u]);
+            a[2 * u + 1] = _mm512_fmadd_ps(_mm512_load_ps(p + u * DF_RIG_PANEL + 16), bw, a[2 * u + 1]);
+        }
+    }
+    for (; k < m1; k++) {
+        __m512 bw = _mm512_set1_ps(w[k]);
+        a[0] = _mm512_fmadd_ps(_mm512_load_ps(pa + k * DF_RIG_PANEL), bw, a[0]);
+        a[1] = _mm512_fmadd_ps(_mm512_load_ps(pa + k * DF_RIG_PANEL + 16), bw, a[1]);
+    }
+    __m512 c0 = _mm512_add_ps(_mm512_add_ps(a[0], a[2]), _mm512_add_ps(a[4], a[6]));
+    __m512 c1 = _mm512_add_ps(_mm512_add_ps(a[1], a[3]), _mm512_add_ps(a[5], a[7]));
+    float tmp[DF_RIG_PANEL];
+    _mm512_storeu_ps(tmp, c0);
+    _mm512_storeu_ps(tmp + 16, c1);
+    memcpy(c, tmp, (size_t)rn * sizeof(float));
+}
+
 /* C (n3 x nm, column stride ldc) = packed deltas * W (m1 x nm, column
  * stride m1). wt: scratch of m1 * nm floats (W regrouped per tile). */
 static void packed_gemm(const float *pk, int64_t n3, int64_t m1, const float *W, int nm,
@@ -155,6 +186,14 @@ static void packed_gemm(const float *pk, int64_t n3, int64_t m1, const float *W,
             for (int j = 0; j < T; j++) wt[(size_t)j0 * m1 + k * T + j] = W[(size_t)(j0 + j) * m1 + k];
     }
     int64_t np = (n3 + DF_RIG_PANEL - 1) / DF_RIG_PANEL;
+    if (nm == 1) {
+        for (int64_t p = 0; p < np; p++) {
+            int64_t i0 = p * DF_RIG_PANEL;
+            tile1(pk + (size_t)p * (size_t)m1 * DF_RIG_PANEL, m1, W, C + i0,
+                  n3 - i0 < DF_RIG_PANEL ? (int)(n3 - i0) : DF_RIG_PANEL);
+        }
+        return;
+    }
     for (int64_t p = 0; p < np; p++) {
         const float *pa = pk + (size_t)p * (size_t)m1 * DF_RIG_PANEL;
         int64_t i0 = p * DF_RIG_PANEL;
