@@ -15,12 +15,18 @@
  *       round-robin. Prints one line: proto, conns, requests, req/s, p50,
  *       p99, p99.9 latency (µs), errors, and, given --pid, the server's CPU
  *       time per request (µs) from /proc/PID/stat.
+ *   bench_server evalbench MODEL.safetensors
+ *       the model's evaluation alone, in this process: df_model_evaluate of
+ *       B = 1, 8, 32, 64 poses (weights only) vs a bare cblas_sgemv (B = 1) /
+ *       cblas_sgemm (B > 1) of the same 3N x (M+1) shape; best of 7, thread
+ *       CPU time. Shows what batching can give before any transport cost.
  * Request bodies are built once per connection (random weights); each
  * request is a single pose with `weights` [M] asking for `positions` (binary
  * for bin/sock).
  */
 #include "df.h"
 #include "frame.h"
+#include <cblas.h>
 #include <arpa/inet.h>
 #include <assimp/cimport.h>
 #include <assimp/postprocess.h>
@@ -473,11 +479,89 @@ static int run(int argc, char **argv)
     return errors > 0 && total == 0;
 }
 
+static double cpu_now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+void openblas_set_num_threads(int);
+
+static int evalbench(const char *path)
+{
+    openblas_set_num_threads(1);
+    df_model_t *m = NULL;
+    df_error_t e = {0};
+    if (df_model_open(path, "rigged", NULL, NULL, &m, &e)) {
+        fprintf(stderr, "evalbench: %s\n", e.msg);
+        return 1;
+    }
+    int iw = df_model_find_input(m, "weights"), io = df_model_find_output(m, "positions");
+    if (iw < 0 || io < 0) {
+        fprintf(stderr, "evalbench: model needs a weights input and positions output\n");
+        df_model_unref(&m);
+        return 1;
+    }
+    int M = (int)df_model_input(m, iw)->shape[0];
+    long N3 = (long)df_model_output(m, io)->shape[0] * 3;
+    float *A = malloc((size_t)N3 * (size_t)(M + 1) * sizeof(float));
+    float *w = malloc((size_t)64 * (size_t)(M + 1) * sizeof(float));
+    float *out = malloc((size_t)64 * (size_t)N3 * sizeof(float));
+    if (!A || !w || !out) return 1;
+    for (long i = 0; i < N3 * (M + 1); i++) A[i] = (float)(i % 101) * 0.001f;
+    for (int i = 0; i < 64 * (M + 1); i++) w[i] = (float)(i % 7) * 0.1f + 0.01f;
+    df_scratch_t *s = df_scratch_new();
+    printf("# evalbench %s: 3N = %ld, M = %d\n", path, N3, M);
+    static const int Bs[] = {1, 8, 32, 64};
+    for (int bi = 0; bi < 4; bi++) {
+        int B = Bs[bi];
+        const float *wp[64];
+        float *op[64];
+        for (int p = 0; p < B; p++) {
+            wp[p] = w + (size_t)p * (size_t)M;
+            op[p] = out + (size_t)p * (size_t)N3;
+        }
+        df_batch_t b;
+        memset(&b, 0, sizeof b);
+        b.n = B;
+        b.in[iw] = wp;
+        b.out[io] = op;
+        double be = 1e9, bb = 1e9;
+        for (int r = 0; r < 7; r++) {
+            double t = cpu_now();
+            if (df_model_evaluate(m, &b, s, &e)) {
+                fprintf(stderr, "evalbench: %s\n", e.msg);
+                return 1;
+            }
+            t = cpu_now() - t;
+            if (t < be) be = t;
+            t = cpu_now();
+            if (B == 1)
+                cblas_sgemv(CblasColMajor, CblasNoTrans, (int)N3, M + 1, 1.0f, A, (int)N3, w, 1, 0.0f, out, 1);
+            else
+                cblas_sgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, (int)N3, B, M + 1, 1.0f, A, (int)N3,
+                            w, M + 1, 0.0f, out, (int)N3);
+            t = cpu_now() - t;
+            if (t < bb) bb = t;
+        }
+        printf("EVAL B=%-2d df_model_evaluate %8.1f us/pose   bare %s %8.1f us/pose   (%.2fx)\n", B,
+               be * 1e6 / B, B == 1 ? "sgemv" : "sgemm", bb * 1e6 / B, bb / be);
+    }
+    df_scratch_free(&s);
+    free(A);
+    free(w);
+    free(out);
+    df_model_unref(&m);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc >= 3 && !strcmp(argv[1], "evalbench")) return evalbench(argv[2]);
     if (argc >= 3 && !strcmp(argv[1], "mkrepo")) return mkrepo(argv[2]);
     if (argc >= 2 && !strcmp(argv[1], "run")) return run(argc, argv);
-    fprintf(stderr, "usage: bench_server mkrepo DIR | run --port P --proto json|bin|sock|fixed-http|fixed-sock "
+    fprintf(stderr, "usage: bench_server mkrepo DIR | evalbench MODEL | run --port P --proto json|bin|sock|fixed-http|fixed-sock "
                     "--conns N --secs S --chars a,b --weights M [--pid PID]\n");
     return 2;
 }

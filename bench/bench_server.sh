@@ -78,6 +78,8 @@ heavy() { # $1 model label, $2 characters, $3 weights, $4 its max_queue_delay_us
     echo "RATIO batching on/off (HTTP binary, $1): $(ratio "$(rps "$on")" "$(rps "$off")")"
     [ -n "$on_s" ] && echo "RATIO batching on/off (socket, $1): $(ratio "$(rps "$on_s")" "$(rps "$off_s")")"
 }
+echo "## evaluation alone (one thread, no transport): what batching can give"
+"$LG" evalbench "$REPO/bigface/1/model.safetensors"
 heavy "face (2117 vertices, 256 morph targets)" face_a,face_b 256 1000
 heavy "bigface (2117 vertices, 1024 morph targets)" big_a,big_b 1024 2000
 
