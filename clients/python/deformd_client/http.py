@@ -146,7 +146,7 @@ class HttpClient:
         if cl is None:
             raise DeformdError("no clip %r in %s" % (clip, name))
         fps = float(fps or 30.0)
-        nf = int(cl.get("duration", 0.0) * fps + 1e-9) + 1
+        nf = int(cl.get("duration", 0.0) * fps + 1e-3) + 1  # as deform eval (float key times)
         parts = []
         for k0 in range(0, nf, chunk):
             b = min(chunk, nf - k0)

@@ -258,7 +258,7 @@ class SocketClient:
             c = _find_clip(self.info(name), clip)
             if fps:
                 dur = float(c.get("duration", c["times"][-1] if c.get("times") else 0.0))
-                nf = int(dur * fps + 1e-9) + 1  # k/fps, k = 0..floor(duration*fps), as deform eval
+                nf = int(dur * fps + 1e-3) + 1  # k/fps, k = 0..floor(duration*fps + 1e-3), as deform eval
                 times = [i / float(fps) for i in range(nf)]
             else:
                 times = list(c["times"])
