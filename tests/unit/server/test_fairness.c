@@ -4,10 +4,10 @@
  * served meanwhile.
  *
  * Real daemon, one worker (the strictest case: every batch competes for
- * it), two models: "heavy" (3072 vertices, 512 morph targets,
- * max_batch_size 8) flooded by FLOOD closed-loop HTTP clients each sending
- * 8-pose requests, so its queue holds ≈ FLOOD batches of backlog at all
- * times; and "light" (120 vertices) receiving one request every 25 ms.
+ * it), two models: "heavy" (480 vertices, 4000 morph targets: a batch
+ * costs far more than its transport; max_batch_size 16) flooded by FLOOD
+ * closed-loop HTTP clients each sending 16-pose requests (binary data), so
+ * its queue holds ≈ FLOOD batches of backlog at all times; and "light" (120 vertices) receiving one request every 25 ms.
  *
  * Nothing is compared with a wall-clock constant: every bound is relative
  * to durations measured in the same run and reported by the daemon itself
@@ -18,7 +18,7 @@
  *   - fairness: with round-robin a due light request waits for at most the
  *     heavy batch in progress, so each light wait ≤ its max_queue_delay_us
  *     + 2 × the slowest heavy batch of the run (machine noise included),
- *     the median light wait ≤ delay + 2 × the median heavy batch, and the
+ *     the median light wait ≤ delay + 2 × the p90 heavy batch, and the
  *     worst light wait < heavy's median wait (FIFO across models would make
  *     light wait for the whole backlog);
  *   - progress: heavy requests keep completing while the light ones are
@@ -30,7 +30,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
-enum { FLOOD = 32, POSES = 8, M_HEAVY = 512, M_LIGHT = 4, NLIGHT = 20, MAXREC = 8192 };
+enum { FLOOD = 32, POSES = 16, M_HEAVY = 4000, M_LIGHT = 4, NLIGHT = 20, MAXREC = 8192 };
 static const long LIGHT_DELAY_US = 1000;
 
 static daemon_t D;
@@ -56,20 +56,27 @@ static void *flood(void *arg)
 {
     flood_t *f = arg;
     CURL *h = curl_easy_init();
-    char *req = malloc(131072);
+    /* binary-data request: JSON header, then POSES x M_HEAVY float32 */
+    char hdr[512], ih[96];
+    int hl = snprintf(hdr, sizeof hdr,
+                      "{\"inputs\":[{\"name\":\"weights\",\"datatype\":\"FP32\",\"shape\":[%d,%d],"
+                      "\"parameters\":{\"binary_data_size\":%d}}],\"outputs\":[{\"name\":"
+                      "\"positions\",\"parameters\":{\"binary_data\":true}}]}",
+                      POSES, M_HEAVY, POSES * M_HEAVY * 4);
+    snprintf(ih, sizeof ih, "Inference-Header-Content-Length: %d", hl);
+    const char *hdrs[] = {ih, "Content-Type: application/octet-stream", NULL};
+    size_t len = (size_t)hl + (size_t)POSES * M_HEAVY * 4;
+    char *req = malloc(len);
+    memcpy(req, hdr, (size_t)hl);
     uint32_t rng = 77u + (uint32_t)f->id * 131u;
+    for (int i = 0; i < POSES * M_HEAVY; i++) {
+        rng = rng * 1664525u + 1013904223u;
+        float x = (float)((rng >> 8) & 0xFFFF) / 65536.0f;
+        memcpy(req + hl + 4 * (size_t)i, &x, 4);
+    }
     while (!atomic_load(&stop_flood)) {
-        size_t len = (size_t)sprintf(req, "{\"inputs\":[{\"name\":\"weights\",\"datatype\":\"FP32\","
-                                          "\"shape\":[%d,%d],\"data\":[", POSES, M_HEAVY);
-        for (int i = 0; i < POSES * M_HEAVY; i++) {
-            rng = rng * 1664525u + 1013904223u;
-            len += (size_t)sprintf(req + len, i ? ",%.3f" : "%.3f",
-                                   (float)((rng >> 8) & 0xFFFF) / 65536.0f);
-        }
-        len += (size_t)sprintf(req + len, "]}],\"outputs\":[{\"name\":\"positions\","
-                                          "\"parameters\":{\"binary_data\":true}}]}");
         resp_t r;
-        if (http_req(h, D.port, "POST", "/v2/models/heavy/infer", req, len, NULL, &r)) {
+        if (http_req(h, D.port, "POST", "/v2/models/heavy/infer", req, len, hdrs, &r)) {
             f->other++;
             usleep(10000);
             continue;
@@ -185,12 +192,13 @@ static void test_fair_between_models(void)
      * heavy batch in progress; any batch's time (noise included) is ≤ the
      * slowest heavy batch measured, counted twice for slack */
     long bound = LIGHT_DELAY_US + 2 * hc_max;
-    /* typical bound: median against median */
-    long bound_med = LIGHT_DELAY_US + 2 * hc_med;
+    /* typical bound: the median light wait against a slow-ish heavy batch
+     * (p90: on a shared machine batch times vary by 5x) */
+    long bound_med = LIGHT_DELAY_US + 2 * hc_p90;
     printf("# heavy: %d answered (%d refused 429, %d other errors), queue median %ld us, "
            "batch compute median %ld us, p90 %ld us, max %ld us\n", ok, over, other, hq_med, hc_med,
            hc_p90, hc_max);
-    printf("# light: %d/%d answered, queue median %ld us (bound %ld = delay %ld + 2 x median "
+    printf("# light: %d/%d answered, queue median %ld us (bound %ld = delay %ld + 2 x p90 "
            "heavy batch), worst %ld us (bound %ld = delay + 2 x slowest heavy batch); worst "
            "compute %ld us, worst client latency %.1f ms\n", light_ok, NLIGHT, lq_med, bound_med,
            LIGHT_DELAY_US, lq_max, bound, lc_max, lat_max);
@@ -223,11 +231,11 @@ int main(void)
     snprintf(p, sizeof p, "%s/heavy/1", repo); mkdirs(p);
     snprintf(p, sizeof p, "%s/light/1", repo); mkdirs(p);
     snprintf(p, sizeof p, "%s/heavy/1/model.safetensors", repo);
-    if (make_rigged(p, 48, 64, 4, M_HEAVY, "lbs", 5)) return 2;
+    if (make_rigged(p, 20, 24, 4, M_HEAVY, "lbs", 5)) return 2;
     snprintf(p, sizeof p, "%s/light/1/model.safetensors", repo);
     if (make_rigged(p, 10, 12, 3, M_LIGHT, "lbs", 6)) return 2;
     snprintf(p, sizeof p, "%s/heavy/config.json", repo);
-    write_text(p, "{\"kind\":\"rigged\",\"max_batch_size\":8,\"max_queue_delay_us\":1000,"
+    write_text(p, "{\"kind\":\"rigged\",\"max_batch_size\":16,\"max_queue_delay_us\":1000,"
                   "\"max_queue_length\":4096}");
     snprintf(p, sizeof p, "%s/light/config.json", repo);
     char cfg[256];
