@@ -42,8 +42,8 @@ static int usage(void)
 
 static int mkdirs(const char *path)
 {
-    char b[1024];
-    snprintf(b, sizeof b, "%s", path);
+    char b[1400];
+    if (snprintf(b, sizeof b, "%s", path) >= (int)sizeof b) return -1; /* too long: refuse */
     for (char *p = b + 1; *p; p++)
         if (*p == '/') {
             *p = 0;
