@@ -25,6 +25,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -278,14 +279,32 @@ static void json_names(df_ks_buf_t *b, const df_model_t *m, const char *list)
     df_ks_buf_append(b, "]", 1);
 }
 
-static void json_io(df_ks_buf_t *b, const df_io_desc_t *d, int is_input)
+/* Inputs of at most this many values carry their default in the metadata
+ * ("parameters": {"default": [...]}, flat, row-major) so that clients can
+ * start from it, e.g. the viewer's joint sliders compose with the rest local
+ * joint rotations. Larger inputs (none today) would bloat every metadata read. */
+#define META_DEFAULT_MAX 4096
+
+static void json_io(df_ks_buf_t *b, const df_io_desc_t *d, int is_input, const float *def)
 {
     df_ks_buf_append(b, "{\"name\":", 8);
     df_ks_buf_json_string(b, d->name);
     df_ks_buf_printf(b, ",\"datatype\":\"FP32\",\"shape\":[-1");
     for (int k = 0; k < d->ndim; k++) df_ks_buf_printf(b, ",%lld", (long long)d->shape[k]);
     df_ks_buf_printf(b, "]");
-    if (is_input) df_ks_buf_printf(b, ",\"parameters\":{\"optional\":%s}", d->optional ? "true" : "false");
+    if (is_input) {
+        df_ks_buf_printf(b, ",\"parameters\":{\"optional\":%s", d->optional ? "true" : "false");
+        int64_t n = 1;
+        for (int k = 0; k < d->ndim; k++) n *= d->shape[k];
+        int finite = def && n > 0 && n <= META_DEFAULT_MAX;
+        for (int64_t k = 0; finite && k < n; k++) finite = isfinite(def[k]);
+        if (finite) {
+            df_ks_buf_append(b, ",\"default\":[", 12);
+            for (int64_t k = 0; k < n; k++) df_ks_buf_printf(b, k ? ",%.9g" : "%.9g", (double)def[k]);
+            df_ks_buf_append(b, "]", 1);
+        }
+        df_ks_buf_append(b, "}", 1);
+    }
     df_ks_buf_append(b, "}", 1);
 }
 
@@ -301,14 +320,24 @@ static enum MHD_Result h_model_meta(req_t *q)
     df_ks_buf_json_string(b, ci.name);
     df_ks_buf_printf(b, ",\"versions\":[\"%lld\"],\"platform\":\"deformd\",\"inputs\":[",
                      (long long)ci.version);
+    float *cdef = malloc(META_DEFAULT_MAX * sizeof *cdef); /* metadata only, not a hot path */
     for (int i = 0; i < df_model_n_inputs(m); i++) {
         if (i) df_ks_buf_append(b, ",", 1);
-        json_io(b, df_model_input(m, i), 1);
+        const df_io_desc_t *d = df_model_input(m, i);
+        const float *def = df_model_input_default(m, i);
+        int64_t n = 1;
+        for (int k = 0; k < d->ndim; k++) n *= d->shape[k];
+        /* a character's own default (its config) overrides the model's */
+        if (cdef && n <= META_DEFAULT_MAX &&
+            df_server_character_default(q->h->srv, ci.name, m, i, cdef, (size_t)n) == 1)
+            def = cdef;
+        json_io(b, d, 1, def);
     }
+    free(cdef);
     df_ks_buf_append(b, "],\"outputs\":[", 13);
     for (int o = 0; o < df_model_n_outputs(m); o++) {
         if (o) df_ks_buf_append(b, ",", 1);
-        json_io(b, df_model_output(m, o), 0);
+        json_io(b, df_model_output(m, o), 0, NULL);
     }
     df_ks_buf_append(b, "],\"parameters\":{\"model\":", 24);
     df_ks_buf_json_string(b, ci.model_name);

@@ -141,6 +141,13 @@ typedef struct df_char_info {
 int df_server_character(df_server_t *s, const char *name,
                         df_char_info_t *out /* OUT */, df_error_t *err);
 void df_char_info_release(df_char_info_t *info);
+/* Copies character `name`'s own default of input i of model m (n floats,
+ * the input's numel) into dst (caller's). Returns 1 when the character
+ * overrides the model's default, 0 when it uses the model's (or m is no
+ * longer the character's model), DF_ENOTFOUND/DF_EINVAL otherwise.
+ * Not for hot paths (takes the registry lock). */
+int df_server_character_default(df_server_t *s, const char *name, const df_model_t *m, int i,
+                                float *dst /* OUT */, size_t n);
 
 /* Repository index (KServe repository extension). */
 typedef struct df_index_entry {

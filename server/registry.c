@@ -380,6 +380,24 @@ int df_server_character(df_server_t *s, const char *name, df_char_info_t *out, d
     return DF_OK;
 }
 
+int df_server_character_default(df_server_t *s, const char *name, const df_model_t *m, int i,
+                                float *dst, size_t n)
+{
+    if (i < 0 || i >= DF_MAX_IO || !dst) return DF_EINVAL;
+    pthread_mutex_lock(&s->mu);
+    int c, rc = 0;
+    df__mentry_t *me = df__find_char(s, name, &c);
+    df__loaded_t *ld = me ? me->cur : NULL;
+    if (!ld) rc = DF_ENOTFOUND;
+    else if (ld->model == m && i < df_model_n_inputs(m) && (int64_t)n == ld->in_numel[i] &&
+             ld->char_defaults[c * DF_MAX_IO + i]) {
+        memcpy(dst, ld->char_defaults[c * DF_MAX_IO + i], n * sizeof *dst);
+        rc = 1;
+    }
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
 void df_char_info_release(df_char_info_t *info)
 {
     if (info && info->model) df_model_unref(&info->model);

@@ -147,6 +147,52 @@ static void check_json_infer(const char *character, uint32_t flags)
     resp_free(&r);
 }
 
+/* Metadata inputs carry their default ("parameters": {"default": [...]}):
+ * the model's (df_model_input_default on the same file, opened here) unless
+ * the character overrides it (alice's weights: her config). */
+static void check_meta_defaults(const char *character, const float *char_w)
+{
+    df_model_t *m = NULL;
+    df_error_t e = {0};
+    DF_CHECK_MSG(df_model_open(body_path, "rigged", NULL, NULL, &m, &e) == 0, "%s", e.msg);
+    if (!m) return;
+    char path[128];
+    snprintf(path, sizeof path, "/v2/models/%s", character);
+    resp_t r;
+    DF_CHECK(http_req(C, D.port, "GET", path, NULL, 0, NULL, &r) == 0 && r.status == 200);
+    json_t *j = json_loads(r.body, 0, NULL);
+    int checked = 0;
+    for (int i = 0; i < df_model_n_inputs(m); i++) {
+        const df_io_desc_t *d = df_model_input(m, i);
+        int64_t n = 1;
+        for (int k = 0; k < d->ndim; k++) n *= d->shape[k];
+        const float *want = df_model_input_default(m, i);
+        if (char_w && !strcmp(d->name, "weights")) want = char_w;
+        json_t *x = NULL, *y;
+        size_t k;
+        json_array_foreach(json_object_get(j, "inputs"), k, y)
+            if (!strcmp(json_string_value(json_object_get(y, "name")), d->name)) x = y;
+        json_t *def = json_object_get(json_object_get(x, "parameters"), "default");
+        DF_CHECK_MSG(json_array_size(def) == (size_t)n, "%s %s: default has %zu values, want %lld",
+                     character, d->name, json_array_size(def), (long long)n);
+        int same = json_array_size(def) == (size_t)n;
+        for (int64_t v = 0; same && v < n; v++)
+            same = (float)json_number_value(json_array_get(def, (size_t)v)) == want[v];
+        DF_CHECK_MSG(same, "%s %s: metadata default differs from the model's", character, d->name);
+        checked += same;
+    }
+    DF_CHECK(checked == df_model_n_inputs(m) && checked >= 2); /* weights, joint_rotations, ... */
+    json_decref(j);
+    resp_free(&r);
+    df_model_unref(&m);
+}
+
+static void test_metadata_defaults(void)
+{
+    check_meta_defaults("alice", alice_w); /* her own default weights */
+    check_meta_defaults("bob", NULL);
+}
+
 static void test_json_infer(void)
 {
     check_json_infer("alice", 0);
@@ -540,6 +586,7 @@ int main(void)
     }
     DF_RUN(test_health);
     DF_RUN(test_metadata);
+    DF_RUN(test_metadata_defaults);
     DF_RUN(test_json_infer);
     DF_RUN(test_binary_infer);
     DF_RUN(test_encodings);
