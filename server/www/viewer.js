@@ -10,13 +10,19 @@
 // positions into a three.js BufferGeometry. Clips play by asking the daemon
 // to sample the clip at a time (request parameters "clip" and "time"),
 // sliders send small vector inputs (morph "weights", rig "controls", any
-// one-axis input of at most 64 values, whatever the model kind). At most one
+// one-axis input of at most 64 values, whatever the model kind; they start
+// at the input's default from the metadata), and the "joints" section turns
+// a few joints: each row picks a joint and an axis, and its angle is composed
+// with the joint's rest local rotation (metadata default of joint_rotations:
+// q = rest ⊗ axis-angle, x,y,z,w); the whole [J,4] joint_rotations is sent,
+// defaults for the other joints. At most one
 // request is in flight: a frame
 // that arrives late is simply followed by the newest state (no queue).
 //
 // For tests and scripting, window.viewer exposes select(name) and
-// show({clip, time, weights, inputs: {name: values}}) which resolve once the
-// frame is drawn.
+// show({clip, time, weights, inputs: {name: values}, joints: [{joint, axis,
+// angle}]}) which resolve once the frame is drawn; jointRotations() is the
+// [J,4] array the joint sliders send.
 import * as THREE from 'three';
 import { OrbitControls } from './vendor/OrbitControls.js';
 import { DeformdClient } from './vendor/deformd.js';
@@ -55,6 +61,7 @@ function render() { renderer.render(scene, camera); }
 const st = {
   name: null, shown: null, meta: null, clips: [], nverts: 0,
   groups: [], // slider groups: {input, names, values: Float32Array, lo, hi}
+  joints: null, // {names, rest: Float32Array(J*4), rows: [{joint, axis, angle (degrees)}]}
   clip: '', time: 0, playing: false,
   inflight: null, dirty: false, frames: 0, lastMs: 0, lastBytes: 0,
 };
@@ -97,9 +104,11 @@ async function select(name) {
   st.meta = meta;
   st.clips = paramList(meta, 'clips').map((c) => (typeof c === 'string' ? { name: c } : c));
   st.groups = sliderGroups(meta);
+  st.joints = jointRig(meta);
   buildMesh(rest);
   buildClipUI();
   buildMorphUI();
+  buildJointUI();
   st.clip = st.clips.length ? st.clips[0].name : '';
   st.time = 0;
   $('clip').value = st.clip;
@@ -168,9 +177,116 @@ function sliderGroups(meta) {
     }
     if (names.length !== n) names = Array.from({ length: n }, (_, k) => `${i.name}[${k}]`);
     const lo = i.name === 'weights' ? 0 : -1;
-    groups.push({ input: i.name, names, values: new Float32Array(n), lo, hi: 1, touched: false });
+    const def = inputDefault(i, n);
+    const values = def ? Float32Array.from(def) : new Float32Array(n);
+    groups.push({ input: i.name, names, values, lo, hi: 1, touched: false });
   }
   return groups;
+}
+
+// An input's default from the metadata (parameters.default, flat), if it
+// has n values.
+function inputDefault(i, n) {
+  const d = i.parameters && i.parameters.default;
+  return Array.isArray(d) && d.length === n ? d.map(Number) : null;
+}
+
+// ----------------------------------------------------------------- joints
+const JOINT_ROWS = 6;
+
+// The joint rig of a model with a joint_rotations [J,4] input: joint names
+// and rest local rotations (identity when the server gives no default), and
+// up to JOINT_ROWS slider rows on joints spread over the list (joints are
+// listed parents first, so row 0 is a root).
+function jointRig(meta) {
+  const i = (meta.inputs || []).find((x) => x.name === 'joint_rotations');
+  if (!i) return null;
+  const shape = (i.shape || []).filter((d, k) => !(k === 0 && d === -1));
+  if (shape.length !== 2 || shape[1] !== 4 || shape[0] < 1) return null;
+  const J = shape[0];
+  let names = paramList(meta, 'joints').map((m) => (typeof m === 'string' ? m : m.name));
+  if (names.length !== J) names = Array.from({ length: J }, (_, k) => `joint ${k}`);
+  const def = inputDefault(i, J * 4);
+  const rest = new Float32Array(J * 4);
+  for (let j = 0; j < J; j++) rest[j * 4 + 3] = 1;
+  if (def) rest.set(def);
+  const rows = [];
+  const nr = Math.min(JOINT_ROWS, J);
+  for (let k = 0; k < nr; k++) rows.push({ joint: Math.floor((k * J) / nr), axis: 'x', angle: 0 });
+  return { names, rest, rows, touched: false };
+}
+
+// Hamilton product a ⊗ b of x,y,z,w quaternions.
+function qmul(a, b) {
+  return [
+    a[3] * b[0] + a[0] * b[3] + a[1] * b[2] - a[2] * b[1],
+    a[3] * b[1] - a[0] * b[2] + a[1] * b[3] + a[2] * b[0],
+    a[3] * b[2] + a[0] * b[1] - a[1] * b[0] + a[2] * b[3],
+    a[3] * b[3] - a[0] * b[0] - a[1] * b[1] - a[2] * b[2],
+  ];
+}
+
+// joint_rotations [J*4] for the joint rows: rest ⊗ rotation(axis, angle),
+// rows on the same joint composed in row order.
+function jointRotations() {
+  const jr = st.joints;
+  if (!jr) return null;
+  const q = Float32Array.from(jr.rest);
+  for (const r of jr.rows) {
+    if (!r.angle) continue;
+    const h = (r.angle * Math.PI) / 360;
+    const a = [0, 0, 0, Math.cos(h)];
+    a['xyz'.indexOf(r.axis)] = Math.sin(h);
+    const j = r.joint * 4;
+    q.set(qmul([q[j], q[j + 1], q[j + 2], q[j + 3]], a), j);
+  }
+  return q;
+}
+
+function buildJointUI() {
+  const box = $('joints');
+  box.innerHTML = '';
+  const jr = st.joints;
+  $('jointbox').style.display = jr ? '' : 'none';
+  if (!jr) return;
+  jr.rows.forEach((r, k) => {
+    const d = document.createElement('div');
+    d.className = 'slider joint';
+    d.dataset.row = k;
+    d.innerHTML = '<div class="row"><select class="jname"></select><select class="jaxis">'
+      + '<option>x</option><option>y</option><option>z</option></select></div>'
+      + '<label>angle <span>0°</span></label><input type="range" min="-180" max="180" step="1" value="0">';
+    const js = d.querySelector('.jname');
+    jr.names.forEach((n, j) => js.add(new Option(n, String(j))));
+    js.value = String(r.joint);
+    const ax = d.querySelector('.jaxis');
+    ax.value = r.axis;
+    const inp = d.querySelector('input');
+    const changed = () => {
+      r.joint = Number(js.value);
+      r.axis = ax.value;
+      r.angle = Number(inp.value);
+      jr.touched = true;
+      d.querySelector('span').textContent = `${r.angle}°`;
+      requestFrame();
+    };
+    js.addEventListener('change', changed);
+    ax.addEventListener('change', changed);
+    inp.addEventListener('input', changed);
+    box.appendChild(d);
+  });
+}
+
+function syncJointUI() {
+  const jr = st.joints;
+  if (!jr) return;
+  $('joints').querySelectorAll('.slider.joint').forEach((d, k) => {
+    const r = jr.rows[k];
+    d.querySelector('.jname').value = String(r.joint);
+    d.querySelector('.jaxis').value = r.axis;
+    d.querySelector('input').value = r.angle;
+    d.querySelector('span').textContent = `${r.angle}°`;
+  });
 }
 
 function buildMorphUI() {
@@ -185,7 +301,8 @@ function buildMorphUI() {
       const d = document.createElement('div');
       d.className = 'slider';
       d.dataset.input = g.input;
-      d.innerHTML = `<label>${m} <span>0.00</span></label><input type="range" min="${g.lo}" max="${g.hi}" step="0.01" value="0">`;
+      const v0 = g.values[i];
+      d.innerHTML = `<label>${m} <span>${v0.toFixed(2)}</span></label><input type="range" min="${g.lo}" max="${g.hi}" step="0.01" value="${v0}">`;
       const inp = d.querySelector('input');
       inp.addEventListener('input', () => {
         g.values[i] = Number(inp.value);
@@ -214,6 +331,11 @@ function requestBody() {
     if (st.clip && !g.values.some((w) => w !== 0)) continue;
     inputs[g.input] = { shape: [g.values.length], data: g.values };
   }
+  // the joint rows likewise: sent once moved; over a clip only when turned
+  const jr = st.joints;
+  if (jr && jr.touched && !(st.clip && !jr.rows.some((r) => r.angle !== 0))) {
+    inputs.joint_rotations = { shape: [jr.rest.length / 4, 4], data: jointRotations() };
+  }
   return {
     inputs,
     opts: {
@@ -238,6 +360,7 @@ function requestFrame() {
     if (!p || p.data.length !== st.nverts * 3) throw new Error(`positions: got ${p ? p.data.length : 0} values, mesh has ${st.nverts * 3}`);
     const attr = mesh.geometry.getAttribute('position');
     attr.array.set(p.data);
+    st.positions = p.data; // the last answer (tests compare it)
     attr.needsUpdate = true;
     mesh.geometry.computeVertexNormals();
     if (st.needFraming) {
@@ -312,6 +435,7 @@ function syncUI() {
       d.querySelector('span').textContent = g.values[i].toFixed(2);
     });
   }
+  syncJointUI();
 }
 
 // ------------------------------------------------------------ scripting API
@@ -319,7 +443,8 @@ window.viewer = {
   client,
   state: st,
   select,
-  // show({clip, time, weights, inputs}): set the state, resolve once drawn
+  jointRotations,
+  // show({clip, time, weights, inputs, joints}): set the state, resolve once drawn
   async show(o = {}) {
     if (o.clip !== undefined) st.clip = o.clip;
     if (o.time !== undefined) st.time = o.time;
@@ -329,6 +454,20 @@ window.viewer = {
       if (!g) throw new Error(`${st.name} has no slider input ${name}`);
       g.values.set(v);
       g.touched = true;
+    }
+    if (o.joints) {
+      if (!st.joints) throw new Error(`${st.name} has no joint_rotations input`);
+      o.joints.forEach((x, k) => {
+        const r = st.joints.rows[k];
+        if (!r) throw new Error(`at most ${st.joints.rows.length} joint rows`);
+        if (x.joint !== undefined) {
+          r.joint = typeof x.joint === 'number' ? x.joint : st.joints.names.indexOf(x.joint);
+          if (r.joint < 0 || r.joint >= st.joints.names.length) throw new Error(`no joint ${x.joint}`);
+        }
+        if (x.axis !== undefined) r.axis = x.axis;
+        if (x.angle !== undefined) r.angle = Number(x.angle);
+      });
+      st.joints.touched = true;
     }
     syncUI();
     await requestFrame();

@@ -6,7 +6,9 @@
 // pixels) and that it changed between the frames; saves screenshots. Then,
 // in the same page, the browser module (vendor/deformd.js) evaluates the
 // README's wuson pose, binary and JSON, and the result must equal curl's
-// answer for the same request bit for bit. Prints "ok NAME"/"FAIL NAME".
+// answer for the same request bit for bit. A joint slider moved on wuson
+// changes the canvas, sends rest ⊗ axis-angle and draws what a plain HTTP
+// infer of that joint_rotations gives. Prints "ok NAME"/"FAIL NAME".
 //
 // With OTHER_ORIGIN, a page from that origin (the daemon's --cors-origin)
 // calls the daemon through the module: CORS preflight and the exposed
@@ -125,6 +127,60 @@ function changedFraction(a, b) {
     const rch = changedFraction(r0, r1);
     check('viewer-rigapprox-control-sliders', nctl === 8 && r1.fg > 0.01 && rch > 0.0005,
       `sliders ${nctl}, foreground ${r1.fg}, changed ${rch}`);
+
+    // joint sliders on the rigged wuson: moving one (through the UI) turns
+    // the joint about its axis after its rest local rotation; the viewer's
+    // joint_rotations equal that quaternion product computed here from the
+    // metadata default, and its positions equal a plain HTTP infer (node's
+    // fetch, JSON) with the same joint_rotations, bit for bit.
+    await page.selectOption('#character', 'wuson');
+    await page.waitForFunction(() => window.viewer.state.shown === 'wuson', null, { timeout: 30000 });
+    await page.evaluate(() => window.viewer.show({ clip: '', time: 0 }));
+    const nrows = await page.$$eval('#joints .slider.joint', (d) => d.length);
+    const jrest = await page.evaluate(() => Array.from(window.viewer.state.positions));
+    const j0 = await canvasStats(page);
+    const nf = await page.evaluate(() => window.viewer.state.frames);
+    await page.$eval('#joints .slider.joint[data-row="0"] input', (el) => {
+      el.value = '60';
+      el.dispatchEvent(new Event('input', { bubbles: true }));
+    });
+    await page.waitForFunction((n0) => window.viewer.state.frames > n0 && !window.viewer.state.inflight, nf, { timeout: 30000 });
+    const j1 = await canvasStats(page);
+    await page.screenshot({ path: path.join(outDir, 'viewer-wuson-joint-slider.png') });
+    const jch = changedFraction(j0, j1);
+    check('viewer-joint-slider-changes-canvas', nrows >= 1 && nrows <= 6 && j1.fg > 0.01 && jch > 0.001,
+      `rows ${nrows}, foreground ${j1.fg}, changed ${jch}`);
+    const jv = await page.evaluate(() => ({
+      q: Array.from(window.viewer.jointRotations()),
+      pos: Array.from(window.viewer.state.positions),
+      row: window.viewer.state.joints.rows[0],
+    }));
+    const meta = await (await fetch(url + '/v2/models/wuson')).json();
+    const jin = meta.inputs.find((i) => i.name === 'joint_rotations');
+    const qdef = jin.parameters.default;
+    const J = jin.shape[1];
+    const want = Float32Array.from(qdef);
+    { // rest ⊗ (axis x, 60°), Hamilton product written out
+      const j = jv.row.joint * 4, [x, y, z, w] = qdef.slice(j, j + 4);
+      const s = Math.sin(Math.PI / 6), c = Math.cos(Math.PI / 6);
+      want.set([w * s + x * c, y * c + z * s, z * c - y * s, w * c - x * s], j);
+    }
+    const qerr = Math.max(...jv.q.map((v, k) => Math.abs(v - want[k])));
+    check('viewer-joint-rotation-is-rest-times-axis-angle',
+      jv.row.axis === 'x' && jv.row.angle === 60 && qdef.length === J * 4 && jv.q.length === J * 4 && qerr <= 1e-6,
+      `row ${JSON.stringify(jv.row)}, ${jv.q.length} vs ${J * 4} values, max diff ${qerr}`);
+    const ans = await (await fetch(url + '/v2/models/wuson/infer', {
+      method: 'POST',
+      body: JSON.stringify({ inputs: [{ name: 'joint_rotations', datatype: 'FP32', shape: [J, 4], data: jv.q }],
+        outputs: [{ name: 'positions' }] }),
+    })).json();
+    const ref2 = Float32Array.from(ans.outputs.find((o) => o.name === 'positions').data.flat(Infinity));
+    const same = ref2.length === jv.pos.length && ref2.every((v, k) => v === jv.pos[k]);
+    let moved = 0;
+    for (let k = 0; k < jrest.length && k < jv.pos.length; k++) moved = Math.max(moved, Math.abs(jv.pos[k] - jrest[k]));
+    check('viewer-joint-slider-positions-equal-http-infer', same && moved > 1e-3,
+      `${jv.pos.length} vs ${ref2.length} values, moved ${moved}`);
+    console.log(`joint slider: row 0 = ${meta.parameters.joints[jv.row.joint]} x 60°, ${(100 * jch).toFixed(2)}% of pixels changed, max vertex move ${moved.toFixed(4)}`);
 
     // the browser module equals curl for the same pose, binary and JSON
     const pose = JSON.parse(fs.readFileSync(poseFile, 'utf8')).inputs[0];
