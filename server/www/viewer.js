@@ -197,7 +197,8 @@ const JOINT_ROWS = 6;
 // The joint rig of a model with a joint_rotations [J,4] input: joint names
 // and rest local rotations (identity when the server gives no default), and
 // up to JOINT_ROWS slider rows on joints spread over the list (joints are
-// listed parents first, so row 0 is a root).
+// listed parents first, so row 0 is the first real joint, a root); each
+// row's joint and axis can be changed in the page.
 function jointRig(meta) {
   const i = (meta.inputs || []).find((x) => x.name === 'joint_rotations');
   if (!i) return null;
@@ -210,9 +211,13 @@ function jointRig(meta) {
   const rest = new Float32Array(J * 4);
   for (let j = 0; j < J; j++) rest[j * 4 + 3] = 1;
   if (def) rest.set(def);
+  // skip importer helper nodes ("$dummy_root", "..._$AssimpFbx$_...") when
+  // there are real joints to show
+  let pick = names.map((n, j) => j).filter((j) => !names[j].includes('$'));
+  if (!pick.length) pick = names.map((n, j) => j);
   const rows = [];
-  const nr = Math.min(JOINT_ROWS, J);
-  for (let k = 0; k < nr; k++) rows.push({ joint: Math.floor((k * J) / nr), axis: 'x', angle: 0 });
+  const nr = Math.min(JOINT_ROWS, pick.length);
+  for (let k = 0; k < nr; k++) rows.push({ joint: pick[Math.floor((k * pick.length) / nr)], axis: 'x', angle: 0 });
   return { names, rest, rows, touched: false };
 }
 
