@@ -303,6 +303,36 @@ static int parse_params(const char *params_json, int *dqs, df_error_t *err)
     return rc;
 }
 
+/* The model's output mesh (df_model_rest_positions, its bbox, /mesh, the
+ * int16 box) must be in the same space as `positions`: the asset's world
+ * space. The file's `positions` are bind-space, which differs whenever the
+ * skeleton's rest pose is not the bind pose or a root node carries a
+ * transform (Testwuson's root rotates the mesh). So the mesh is the default
+ * pose evaluated once at load. Models without a skeleton keep the file's. */
+static int rest_pose_mesh(df_model_t *m, const df__rig_t *r, df_error_t *err)
+{
+    if (r->J == 0) return DF_OK;
+    size_t n3 = (size_t)r->N * 3;
+    float *out = malloc((n3 + 4) * sizeof(float));
+    df_scratch_t *s = df_scratch_new();
+    void *mem = s ? df_scratch_get(s, df__rig_scratch_bytes(m, 1)) : NULL;
+    int rc = DF_ENOMEM;
+    if (out && mem) {
+        float *const outs[1] = {out};
+        df_batch_t b;
+        memset(&b, 0, sizeof b);
+        b.n = 1;
+        b.out[0] = outs; /* output 0 is `positions` */
+        rc = df__rig_evaluate(m, &b, mem, err);
+        if (rc == DF_OK)
+            rc = df__model_set_mesh(m, r->N, out, m->n_triangles, m->triangles);
+    }
+    free(out);
+    df_scratch_free(&s);
+    if (rc == DF_ENOMEM) return E(DF_ENOMEM, "out of memory");
+    return rc;
+}
+
 static int rig_load(df_model_t *m, const df_st_t *st, const char *params_json,
                     const df_limits_t *lim, df_error_t *err)
 {
@@ -549,7 +579,8 @@ static int rig_load(df_model_t *m, const df_st_t *st, const char *params_json,
     if ((rc = df__model_add_output(m, "positions", 2, shp)) ||
         (rc = df__model_add_output(m, "normals", 2, shp)))
         return E(rc, "cannot add outputs");
-    return load_clips(m, r, st, lim, err);
+    if ((rc = load_clips(m, r, st, lim, err))) return rc;
+    return rest_pose_mesh(m, r, err);
 }
 
 /* ---------------------------------------------------------------- clips */

@@ -198,7 +198,7 @@ else fail morph_weights_vs_gltf; fi
 SS=$M/glTF2/simple_skin/simple_skin.gltf
 T=0,0.5,1.0,1.7,2.5,3.25,4.0,5.5
 if run_ok import_simple_skin "$D" import "$SS" --repository "$R" --name simple_skin \
-   && "$D" eval "$R/simple_skin" --rest --out "$W/ss_rest.npy" >/dev/null \
+   && "$D" eval "$R/simple_skin" --bind --out "$W/ss_rest.npy" >/dev/null \
    && "$D" eval "$R/simple_skin" --times "$T" --out "$W/ss.npy"; then
     grep -q "joints 3 (2 bones), influences 2" "$W/out" && ok import_simple_skin || fail "import_simple_skin (summary)"
     $PY "$W/gltf_ref.py" "$SS" "$W/ss_rest.npy" "$W/ss.npy" "$T" base && ok skinning_vs_gltf || fail skinning_vs_gltf

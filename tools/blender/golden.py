@@ -6,7 +6,7 @@
 
 Blender's importers order (and merge) vertices differently from assimp, so each of our
 vertices is matched to a Blender vertex by nearest neighbour:
-  1. on the bind pose: OURS_REST.npy (`deform eval MODEL --rest`) against BAKE_DIR/rest.npy;
+  1. on the bind pose: OURS_REST.npy (`deform eval MODEL --bind`) against BAKE_DIR/rest.npy;
      accepted when every match is closer than 1e-6 x bbox diagonal;
   2. otherwise on the first baked frame of the first clip: OURS_FRAME0_DIR/<clip>.npy (our
      `deform eval --times <that frame's time>` output) against Blender's frame. The matching

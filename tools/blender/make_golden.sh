@@ -22,7 +22,7 @@ golden() { # REL_ASSET BLENDER_INPUT NAME FRAMES [dqs]
     blender -b --factory-startup --python tools/blender/bake.py -- "$in" "$W/bake_$name" --frames keys \
         2>&1 | grep -E '^bake' || { echo "bake of $in failed" >&2; exit 1; }
     "$DEFORM" import "$M/$rel" --repository "$W/repo" --name "$name" >/dev/null
-    "$DEFORM" eval "$W/repo/$name" --rest --out "$W/rest_$name.npy" >/dev/null
+    "$DEFORM" eval "$W/repo/$name" --bind --out "$W/rest_$name.npy" >/dev/null
     mkdir -p "$W/f0_$name"
     local first clips
     clips=$("$DEFORM" info "$W/repo/$name" | sed -n '/^clips:/,$p' | tail -n +2 | awk '{print $1}' | paste -sd, -)

@@ -1,7 +1,7 @@
 /* cmd_eval.c — `deform eval`: evaluate a model's clip offline into a .npy.
  *
  *   deform eval MODEL [--clip NAME] [--fps R] [--frames a:b] [--times t0,t1,...]
- *               [--skinning lbs|dqs] [--batch B] [--normals FILE] [--rest] --out FILE.npy
+ *               [--skinning lbs|dqs] [--batch B] [--normals FILE] [--rest|--bind] --out FILE.npy
  *
  * MODEL is REPO/NAME or a .safetensors file (import_util.c). Frame times, in seconds since
  * the clip's first key (df_model_clip_sample's convention):
@@ -10,7 +10,9 @@
  *   --times ...  exactly these (how the golden tests ask for Blender's frames);
  *   --frames a:b keeps frames a..b-1 of that list (Python slice; either bound may be empty).
  * Without --clip the first clip is used; a model without clips evaluates its default pose
- * once; --rest writes the stored rest mesh [1,N,3] without evaluating.
+ * once; --rest writes the model's rest mesh [1,N,3] (the default pose, in
+ * output space) without evaluating; --bind writes the file's bind-space
+ * `positions` [1,N,3] (before skinning).
  * Poses go to df_model_evaluate in batches of B (default 32) straight into the output array:
  * the same batch-first path the daemon uses. Output: float32 [F,N,3] (df_npy_write_f32).
  */
@@ -24,7 +26,7 @@ static int usage(void)
 {
     fprintf(stderr, "usage: deform eval MODEL [--clip NAME] [--fps R] [--frames a:b] "
                     "[--times t0,t1,...] [--skinning lbs|dqs] [--batch B] [--normals FILE] "
-                    "[--rest] --out FILE.npy\n");
+                    "[--rest|--bind] --out FILE.npy\n");
     return 2;
 }
 
@@ -64,7 +66,7 @@ int cmd_eval(int argc, char **argv)
     const char *model_arg = NULL, *clip = NULL, *frames = NULL, *times_s = NULL, *skin = NULL,
                *out = NULL, *nout = NULL;
     double fps = 0;
-    int batch = 32, rest = 0;
+    int batch = 32, rest = 0, bind = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int more = i + 1 < argc;
@@ -77,6 +79,7 @@ int cmd_eval(int argc, char **argv)
         else if (!strcmp(a, "--normals") && more) nout = argv[++i];
         else if (!strcmp(a, "--out") && more) out = argv[++i];
         else if (!strcmp(a, "--rest")) rest = 1;
+        else if (!strcmp(a, "--bind")) bind = 1;
         else if (a[0] == '-' && a[1]) {
             fprintf(stderr, "deform eval: unknown or incomplete option '%s'\n", a);
             return usage();
@@ -95,7 +98,8 @@ int cmd_eval(int argc, char **argv)
 
     df_error_t err = {0};
     df_model_t *m = NULL;
-    if (df__tool_open_model(model_arg, &m, NULL, 0, &err)) {
+    char path[4096] = "";
+    if (df__tool_open_model(model_arg, &m, path, sizeof path, &err)) {
         fprintf(stderr, "deform eval: %s\n", err.msg);
         return 1;
     }
@@ -105,6 +109,23 @@ int cmd_eval(int argc, char **argv)
     size_t F = 0;
     float *P = NULL, *NRM = NULL, *inbuf = NULL;
     df_scratch_t *scr = NULL;
+    if (bind) { /* the file's bind-space `positions`, before any skinning */
+        df_st_t *st = NULL;
+        const df_tensor_t *tp = NULL;
+        int64_t any[2] = {-1, 3};
+        if (df_st_open(path, NULL, &st, &err) ||
+            df_st_require(st, "positions", DF_DT_F32, 2, any, 0, &tp, &err)) {
+            df_st_close(&st);
+            goto fail;
+        }
+        int64_t sh[3] = {1, tp->shape[0], 3};
+        rc = df_npy_write_f32(out, 3, sh, tp->data, &err) ? 1 : 0;
+        if (!rc) printf("wrote %s [1,%lld,3] (bind-space mesh)\n", out, (long long)tp->shape[0]);
+        df_st_close(&st);
+        if (rc) goto fail;
+        df_model_unref(&m);
+        return 0;
+    }
     if (rest) {
         int64_t sh[3] = {1, N, 3};
         if (df_npy_write_f32(out, 3, sh, df_model_rest_positions(m), &err)) goto fail;
