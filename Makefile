@@ -136,7 +136,7 @@ demo: all
 # README command 2.
 test: deps
 	@tools/deps.sh --test
-	@$(MAKE) --no-print-directory tests-build
+	@$(MAKE) --no-print-directory -j$$(nproc) tests-build
 	@B=$(B) BIN=$(BIN) tests/run.sh
 
 test-only: tests-build
