@@ -124,6 +124,12 @@ typedef struct df_ratrain_opts {
     double pca_frac;          /* principal components / vertices (0.05) */
     double anchor_frac;       /* anchors / vertices (0.02) + 1 per extra piece */
     double omega;             /* anchor weight (1) */
+    int pca_delta;            /* OURS: 1 = PCA of the differential coordinates (the
+                                 paper); 0 = PCA of v_nl mapped through L_s (default) */
+    int anchor_influence;     /* 1 = anchors weighted by influence (the paper); 0 =
+                                 farthest-point spread (default) */
+    int no_refit;             /* OURS: 1 = skip the position-space refit of the
+                                 differential network's last layer */
     int epochs, batch;        /* (200, 128) */
     float lr, lr_anchor;      /* Adam (1e-3, 1e-3) */
     int adam;                 /* 1 Adam, 0 SGD momentum */

@@ -271,6 +271,12 @@ static int choose_anchors(tr_t *t, df_error_t *err)
         if (s > smax) smax = s;
     }
     for (int64_t v = 0; v < V; v++) score[v] = (smax > 0 ? score[v] / smax : 0) + 0.02;
+    /* Default: plain farthest-point spread over the body (every score 1).
+     * Weighting by influence (the paper's choice, --anchor-influence)
+     * crowds the anchors where the rig acts and leaves wide regions where
+     * the reconstruction drifts at low frequency: on Testwuson (5k poses)
+     * mean error 1.45 % -> 0.84 % with the spread (docs/rigapprox.md). */
+    if (!t->o->anchor_influence) for (int64_t v = 0; v < V; v++) score[v] = 1.0;
     /* the largest piece gets `want` anchors by score x distance; every other
      * piece its single highest-scoring vertex */
     int64_t *csize = calloc(ncomp, sizeof(int64_t));
@@ -306,10 +312,42 @@ static int choose_anchors(tr_t *t, df_error_t *err)
     }
     t->A = A;
     free(csize), free(comp), free(score), free(dist);
-    /* inputs per anchor: the controls / joints that move it */
+    /* Joint parents, inferred from the data: v_nl lives in the skinning
+     * frame, so a bend at joint j is a function of world_p^-1 world_j; an
+     * anchor network fed only world_j (j flagged by influence, its parent p
+     * not: moving p carries the skin rigidly) cannot tell the bend from the
+     * parent's own motion. p is the joint for which R_p^T (t_j - t_p) is
+     * constant over the samples (a rigid bone offset). */
+    int32_t *par = malloc(sizeof(int32_t) * (t->J ? t->J : 1));
+    if (!par) return df_error_set(err, DF_ENOMEM, "train: out of memory");
+    {
+        int64_t ns = t->N < 64 ? t->N : 64, J = t->J;
+        double hs = 0;
+        for (int64_t v = 0; v < V; v++) hs = fmax(hs, fabs(d->rest[v * 3 + 1]));
+        for (int64_t j = 0; j < J; j++) {
+            par[j] = -1;
+            double best = INFINITY;
+            for (int64_t p = 0; p < J; p++) {
+                if (p == j) continue;
+                double m[3] = {0, 0, 0}, m2 = 0;
+                for (int64_t n = 0; n < ns; n++) {
+                    const float *A_ = d->joints + (n * J + p) * 12, *B_ = d->joints + (n * J + j) * 12;
+                    double dt[3] = {B_[3] - A_[3], B_[7] - A_[7], B_[11] - A_[11]};
+                    for (int c = 0; c < 3; c++) {
+                        double q = A_[0 + c] * dt[0] + A_[4 + c] * dt[1] + A_[8 + c] * dt[2];
+                        m[c] += q, m2 += q * q;
+                    }
+                }
+                double var = m2 / ns - (m[0] * m[0] + m[1] * m[1] + m[2] * m[2]) / ((double)ns * ns);
+                if (var < best) best = var, par[j] = (int32_t)p;
+            }
+            if (!(best < 1e-8 * (hs * hs + 1e-12))) par[j] = -1;
+        }
+    }
+    /* inputs per anchor: the controls / joints that move it (+ their parents) */
     t->aoff = malloc(sizeof(int32_t) * (A + 1));
     t->aidx = malloc(sizeof(int32_t) * A * t->F);
-    if (!t->aoff || !t->aidx) return df_error_set(err, DF_ENOMEM, "train: out of memory");
+    if (!t->aoff || !t->aidx) { free(par); return df_error_set(err, DF_ENOMEM, "train: out of memory"); }
     int32_t o = 0;
     for (int64_t a = 0; a < A; a++) {
         t->aoff[a] = o;
@@ -320,6 +358,9 @@ static int choose_anchors(tr_t *t, df_error_t *err)
         int32_t start = o;
         for (int64_t i = 0; i < NI; i++) {
             int use = !d->influence || (mx > 0 && d->influence[i * V + v] > 0.01 * mx);
+            if (!use && i >= t->C) /* the parent of a used joint */
+                for (int64_t k = 0; k < t->J && !use; k++)
+                    if (par[k] == i - t->C && d->influence[(t->C + k) * V + v] > 0.01 * mx) use = 1;
             if (!use) continue;
             if (i < t->C) t->aidx[o++] = (int32_t)(t->J * 12 + i);
             else
@@ -329,6 +370,7 @@ static int choose_anchors(tr_t *t, df_error_t *err)
             for (int64_t f = 0; f < t->F; f++) t->aidx[o++] = (int32_t)f;
     }
     t->aoff[A] = o;
+    free(par);
     return df_rigapprox_lap(V, d->rest, d->nt, d->tris, A, t->anchors, t->o->omega, &t->lap, err);
 }
 
@@ -357,7 +399,32 @@ static int prepare_labels(tr_t *t, df_error_t *err)
     float *U = malloc(sizeof(float) * D * P);
     double *var = malloc(sizeof(double) * P);
     if (!U || !var) { free(U), free(var); return df_error_set(err, DF_ENOMEM, "train: out of memory (PCA)"); }
-    int got = pca(t->ntr, D, t->Y + t->nval * D, (int)P, t->o->seed, U, var);
+    /* OURS: the basis is either the PCs of the delta labels (the paper) or
+     * the PCs of v_nl mapped through L_s. The latter spans the same delta
+     * space dimension but keeps the low-frequency modes that the delta PCA
+     * ranks low and the reconstruction amplifies (see docs/rigapprox.md). */
+    int nl_basis = t->o->variant == DF_RA_OURS && !t->o->pca_delta;
+    float *src = t->Y;
+    float *numu = NULL;
+    if (nl_basis) {
+        numu = calloc(D, sizeof(float));
+        if (!numu) { free(U), free(var); return df_error_set(err, DF_ENOMEM, "train: out of memory (PCA)"); }
+        double *a2 = calloc(D, sizeof(double));
+        if (!a2) { free(U), free(var), free(numu); return df_error_set(err, DF_ENOMEM, "train: out of memory"); }
+        for (int64_t i = t->nval; i < N; i++)
+            for (int64_t k = 0; k < D; k++) a2[k] += t->NL[i * D + k];
+        for (int64_t k = 0; k < D; k++) numu[k] = (float)(a2[k] / t->ntr);
+        free(a2);
+        for (int64_t i = 0; i < N; i++) /* centred in place, restored below */
+            for (int64_t k = 0; k < D; k++) t->NL[i * D + k] -= numu[k];
+        src = t->NL;
+    }
+    int got = pca(t->ntr, D, src + t->nval * D, (int)P, t->o->seed, U, var);
+    if (nl_basis) {
+        for (int64_t i = 0; i < N; i++)
+            for (int64_t k = 0; k < D; k++) t->NL[i * D + k] += numu[k];
+        free(numu);
+    }
     if (got < 1) { free(U), free(var); return df_error_set(err, DF_ENUMERIC, "train: PCA failed"); }
     if (got < P) { /* repack [D,got] */
         for (int64_t k = 0; k < D; k++) memmove(U + k * got, U + k * P, sizeof(float) * got);
@@ -368,6 +435,17 @@ static int prepare_labels(tr_t *t, df_error_t *err)
     for (int64_t k = 0; k < D; k++)
         for (int64_t p = 0; p < P; p++) U[k * P + p] *= (float)sqrt(var[p] > 1e-30 ? var[p] : 1e-30);
     free(var);
+    if (nl_basis) { /* columns u_p -> L_s u_p */
+        float *tmp = malloc(sizeof(float) * D * P), *col = malloc(sizeof(float) * D * 2);
+        if (!tmp || !col) { free(tmp), free(col); return df_error_set(err, DF_ENOMEM, "train: out of memory (PCA)"); }
+        for (int64_t p = 0; p < P; p++) {
+            for (int64_t k = 0; k < D; k++) col[k] = U[k * P + p];
+            df_lap_apply(t->lap, 3, col, col + D);
+            for (int64_t k = 0; k < D; k++) tmp[k * P + p] = col[D + k];
+        }
+        memcpy(U, tmp, sizeof(float) * D * P);
+        free(tmp), free(col);
+    }
     return DF_OK;
 }
 
@@ -690,6 +768,158 @@ static void anchor_val(tr_t *t, int64_t a, const int64_t *rows, int64_t n, float
     *out = s / (3.0 * n);
 }
 
+/* Position-space refit of the differential network's last layer (OURS).
+ * The network is trained with the paper's L1 loss on delta, but what is
+ * served is the reconstruction v = G z + H a + g0 (G = A^-1 L_s^T U,
+ * H = w^2 A^-1 S^T, g0 = A^-1 L_s^T mu), which amplifies low-frequency delta
+ * errors and takes the anchors' own errors. With the hidden features h and
+ * the predicted anchors a fixed, min sum |G (W h + b) - (v_nl - g0 - H a)|^2
+ * over (W, b) is linear least squares; with one design matrix for every
+ * output its solution is ridge regression of z* = (G^T G)^-1 G^T r on [h, 1]
+ * (the metric G^T G drops out). Kept only if the validation position error
+ * (mean per-vertex distance) drops; *before / *after report it. */
+int dposv_(const char *uplo, const int *n, const int *nrhs, double *a, const int *lda, double *b, const int *ldb,
+           int *info);
+
+static void anchors_predict(tr_t *t, int B, const float *X, float *apos /* [A,3] per row: [B,A*3] */, float *buf)
+{
+    for (int64_t a = 0; a < t->A; a++) {
+        int ni = t->aoff[a + 1] - t->aoff[a];
+        const int32_t *idx = t->aidx + t->aoff[a];
+        float *Xa = buf, *aact = Xa + (size_t)B * ni;
+        for (int b = 0; b < B; b++)
+            for (int i = 0; i < ni; i++) Xa[(size_t)b * ni + i] = X[(size_t)b * t->F + idx[i]];
+        float *y = df_mlp_forward(t->an_best[a], B, Xa, aact);
+        for (int b = 0; b < B; b++)
+            for (int c = 0; c < 3; c++)
+                apos[(size_t)b * t->A * 3 + a * 3 + c] = y[b * 3 + c] * t->asig[a * 3 + c] + t->amu[a * 3 + c];
+    }
+}
+
+static int refit_last(tr_t *t, double *before, double *after, df_error_t *err)
+{
+    df_mlp_t *n = t->net_best;
+    int L = n->n_layers, Hd = L >= 2 ? n->dims[L - 1] : n->dims[0], H1 = Hd + 1;
+    int64_t V = t->V, D = t->D, P = t->P, A = t->A, F = t->F;
+    int Bm = 128;
+    int rc = DF_OK;
+    size_t wf = df_mlp_work_floats(n, Bm), awf = 0;
+    for (int64_t a = 0; a < A; a++) {
+        size_t q = (size_t)Bm * (t->aoff[a + 1] - t->aoff[a]) + df_mlp_work_floats(t->an_best[a], Bm);
+        if (q > awf) awf = q;
+    }
+    float *G = malloc(sizeof(float) * D * P), *Hm = malloc(sizeof(float) * V * A), *g0 = malloc(sizeof(float) * D);
+    float *X = malloc(sizeof(float) * Bm * F), *act = malloc(sizeof(float) * wf), *abuf = malloc(sizeof(float) * awf);
+    float *ap = malloc(sizeof(float) * Bm * A * 3), *R = malloc(sizeof(float) * Bm * D), *Zs = malloc(sizeof(float) * Bm * P);
+    float *hb = malloc(sizeof(float) * Bm * H1), *zz = malloc(sizeof(float) * Bm * P);
+    double *GtG = calloc(P * P, sizeof(double)), *HtH = calloc((size_t)H1 * H1, sizeof(double));
+    double *HtZ = calloc((size_t)H1 * P, sizeof(double));
+    float *Wn = malloc(sizeof(float) * P * Hd), *bn = malloc(sizeof(float) * P), *Gf = malloc(sizeof(float) * P * P);
+    if (!G || !Hm || !g0 || !X || !act || !abuf || !ap || !R || !Zs || !hb || !zz || !GtG || !HtH || !HtZ || !Wn || !bn || !Gf) {
+        rc = df_error_set(err, DF_ENOMEM, "train: out of memory (refit)");
+        goto done;
+    }
+    /* Uw [3V,P] is [V,3P] with L acting on the vertex index */
+    if ((rc = df_lap_fold(t->lap, (int)(3 * P), t->Uw, G, Hm, err))) goto done;
+    if ((rc = df_lap_fold(t->lap, 3, t->mu, g0, NULL, err))) goto done;
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)P, (int)P, (int)D, 1.0f, G, (int)P, G, (int)P, 0.0f, Gf, (int)P);
+    for (int64_t i = 0; i < P * P; i++) GtG[i] = Gf[i];
+    double gtr = 0;
+    for (int64_t p = 0; p < P; p++) gtr += GtG[p * P + p];
+    for (int64_t p = 0; p < P; p++) GtG[p * P + p] += 1e-6 * gtr / P + 1e-30;
+    /* pass 0: accumulate normal equations on the training rows;
+     * pass 1 / 2: validation error with the old / new last layer */
+    for (int pass = 0; pass < 3; pass++) {
+        int64_t r0 = pass ? 0 : t->nval, r1 = pass ? t->nval : t->N;
+        double es = 0;
+        int64_t ec = 0;
+        for (int64_t s = r0; s < r1; s += Bm) {
+            int B = (int)(r1 - s < Bm ? r1 - s : Bm);
+            memcpy(X, t->X + s * F, sizeof(float) * B * F);
+            anchors_predict(t, B, X, ap, abuf);
+            float *z = df_mlp_forward(n, B, X, act);
+            const float *h = L >= 2 ? z - (size_t)B * Hd : X;
+            /* R = v_nl - g0 - H a */
+            for (int b = 0; b < B; b++) {
+                float *r = R + (size_t)b * D;
+                const float *nl = t->NL + (s + b) * D;
+                for (int64_t k = 0; k < D; k++) r[k] = nl[k] - g0[k];
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)V, 3, (int)A, -1.0f, Hm, (int)A,
+                            ap + (size_t)b * A * 3, 3, 1.0f, r, 3);
+            }
+            if (pass == 0) {
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, (int)P, (int)D, 1.0f, R, (int)D, G, (int)P, 0.0f, Zs, (int)P);
+                for (int b = 0; b < B; b++) {
+                    memcpy(hb + (size_t)b * H1, h + (size_t)b * Hd, sizeof(float) * Hd);
+                    hb[(size_t)b * H1 + Hd] = 1.0f;
+                }
+                for (int i = 0; i < H1; i++)
+                    for (int b = 0; b < B; b++) {
+                        double hv = hb[(size_t)b * H1 + i];
+                        if (hv == 0) continue;
+                        double *row = HtH + (size_t)i * H1;
+                        const float *hr = hb + (size_t)b * H1;
+                        for (int j = 0; j < H1; j++) row[j] += hv * hr[j];
+                        double *zr = HtZ + (size_t)i * P;
+                        const float *zs = Zs + (size_t)b * P;
+                        for (int64_t p = 0; p < P; p++) zr[p] += hv * zs[p];
+                    }
+            } else {
+                if (pass == 2) { /* z with the new layer */
+                    for (int b = 0; b < B; b++) memcpy(zz + (size_t)b * P, bn, sizeof(float) * P);
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, (int)P, Hd, 1.0f, h, Hd, Wn, Hd, 1.0f, zz, (int)P);
+                    z = zz;
+                }
+                /* R - G z = error */
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, (int)D, (int)P, -1.0f, z, (int)P, G, (int)P, 1.0f, R, (int)D);
+                for (int64_t k = 0; k < (int64_t)B * V; k++) {
+                    const float *e = R + k * 3;
+                    es += sqrt((double)e[0] * e[0] + (double)e[1] * e[1] + (double)e[2] * e[2]);
+                }
+                ec += (int64_t)B * V;
+            }
+        }
+        if (pass == 0) {
+            /* z* coefficients: HtZ (G^T G)^-1, i.e. solve GtG X^T = HtZ^T */
+            int np = (int)P, nr = H1, info = 0;
+            double *Tt = malloc(sizeof(double) * P * H1);
+            if (!Tt) { rc = df_error_set(err, DF_ENOMEM, "train: out of memory (refit)"); goto done; }
+            for (int i = 0; i < H1; i++)
+                for (int64_t p = 0; p < P; p++) Tt[(size_t)i * P + p] = HtZ[(size_t)i * P + p];
+            dposv_("U", &np, &nr, GtG, &np, Tt, &np, &info); /* column-major: P x H1 columns = rows of Tt */
+            if (info) { free(Tt); rc = df_error_set(err, DF_ENUMERIC, "train: refit: G^T G not positive definite"); goto done; }
+            double htr = 0;
+            for (int i = 0; i < Hd; i++) htr += HtH[(size_t)i * H1 + i];
+            for (int i = 0; i < Hd; i++) HtH[(size_t)i * H1 + i] += 1e-4 * htr / (Hd ? Hd : 1) + 1e-9;
+            HtH[(size_t)Hd * H1 + Hd] += 1e-9;
+            double *T2 = malloc(sizeof(double) * P * H1); /* column-major [H1, P] */
+            if (!T2) { free(Tt); rc = df_error_set(err, DF_ENOMEM, "train: out of memory (refit)"); goto done; }
+            for (int i = 0; i < H1; i++)
+                for (int64_t p = 0; p < P; p++) T2[(size_t)p * H1 + i] = Tt[(size_t)i * P + p];
+            free(Tt);
+            Tt = T2;
+            int nh = H1;
+            dposv_("U", &nh, &np, HtH, &nh, Tt, &nh, &info);
+            if (info) { free(Tt); rc = df_error_set(err, DF_ENUMERIC, "train: refit: feature system not positive definite"); goto done; }
+            /* Tt column p (stride H1): weights of output p, bias last */
+            for (int64_t p = 0; p < P; p++) {
+                for (int j = 0; j < Hd; j++) Wn[p * Hd + j] = (float)Tt[(size_t)p * H1 + j];
+                bn[p] = (float)Tt[(size_t)p * H1 + Hd];
+            }
+            free(Tt);
+        } else if (pass == 1) *before = ec ? es / ec : 0;
+        else *after = ec ? es / ec : 0;
+    }
+    if (*after < *before && L >= 2) {
+        memcpy(n->w[L - 1], Wn, sizeof(float) * P * Hd);
+        memcpy(n->b[L - 1], bn, sizeof(float) * P);
+    }
+done:
+    free(G), free(Hm), free(g0), free(X), free(act), free(abuf), free(ap), free(R), free(Zs), free(hb), free(zz);
+    free(GtG), free(HtH), free(HtZ), free(Wn), free(bn), free(Gf);
+    return rc;
+}
+
 static int export_model(tr_t *t, const char *path, df_error_t *err)
 {
     const df_rigdata_t *d = t->d;
@@ -828,6 +1058,13 @@ int df_rigapprox_train(const df_rigdata_t *d, const df_ratrain_opts_t *o,
             rep->val_anchor = cs.best_a;
         }
         free(buf), free(rows);
+    }
+    if (o->variant == DF_RA_OURS && !o->no_refit && t.net_best && t.net_best->n_layers >= 2) {
+        double eb = 0, ea = 0;
+        if ((rc = refit_last(&t, &eb, &ea, err))) goto done;
+        if (o->verbose)
+            fprintf(stderr, "train: position-space refit of the last layer: validation mean error %.5g -> %.5g (%s)\n", eb, ea,
+                    ea < eb ? "kept" : "discarded");
     }
     rc = export_model(&t, out_path, err);
     if (rep) {
