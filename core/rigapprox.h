@@ -156,4 +156,10 @@ int df_rigapprox_train(const df_rigdata_t *d, const df_ratrain_opts_t *o,
                        const char *out_path, df_ratrain_report_t *rep,
                        df_error_t *err);
 
+/* Internal (tested): joint parents inferred from ns samples of world
+ * matrices joints [ns,J,12]: p is the joint for which R_p^T (t_j - t_p) is
+ * constant (variance < 1e-8 scale^2), else -1. Used to feed each anchor
+ * network the parents of the joints that move it. */
+void df__ra_joint_parents(int64_t ns, int64_t J, const float *joints, double scale, int32_t *par);
+
 #endif

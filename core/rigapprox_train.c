@@ -238,6 +238,29 @@ static int prepare_data(tr_t *t, df_error_t *err)
     return DF_OK;
 }
 
+void df__ra_joint_parents(int64_t ns, int64_t J, const float *joints, double scale, int32_t *par)
+{
+    for (int64_t j = 0; j < J; j++) {
+        par[j] = -1;
+        double best = INFINITY;
+        for (int64_t p = 0; p < J; p++) {
+            if (p == j) continue;
+            double m[3] = {0, 0, 0}, m2 = 0;
+            for (int64_t n = 0; n < ns; n++) {
+                const float *A_ = joints + (n * J + p) * 12, *B_ = joints + (n * J + j) * 12;
+                double dt[3] = {B_[3] - A_[3], B_[7] - A_[7], B_[11] - A_[11]};
+                for (int c = 0; c < 3; c++) {
+                    double q = A_[0 + c] * dt[0] + A_[4 + c] * dt[1] + A_[8 + c] * dt[2];
+                    m[c] += q, m2 += q * q;
+                }
+            }
+            double var = m2 / ns - (m[0] * m[0] + m[1] * m[1] + m[2] * m[2]) / ((double)ns * ns);
+            if (var < best) best = var, par[j] = (int32_t)p;
+        }
+        if (!(best < 1e-8 * (scale * scale + 1e-12))) par[j] = -1;
+    }
+}
+
 static int choose_anchors(tr_t *t, df_error_t *err)
 {
     const df_rigdata_t *d = t->d;
@@ -321,28 +344,9 @@ static int choose_anchors(tr_t *t, df_error_t *err)
     int32_t *par = malloc(sizeof(int32_t) * (t->J ? t->J : 1));
     if (!par) return df_error_set(err, DF_ENOMEM, "train: out of memory");
     {
-        int64_t ns = t->N < 64 ? t->N : 64, J = t->J;
         double hs = 0;
         for (int64_t v = 0; v < V; v++) hs = fmax(hs, fabs(d->rest[v * 3 + 1]));
-        for (int64_t j = 0; j < J; j++) {
-            par[j] = -1;
-            double best = INFINITY;
-            for (int64_t p = 0; p < J; p++) {
-                if (p == j) continue;
-                double m[3] = {0, 0, 0}, m2 = 0;
-                for (int64_t n = 0; n < ns; n++) {
-                    const float *A_ = d->joints + (n * J + p) * 12, *B_ = d->joints + (n * J + j) * 12;
-                    double dt[3] = {B_[3] - A_[3], B_[7] - A_[7], B_[11] - A_[11]};
-                    for (int c = 0; c < 3; c++) {
-                        double q = A_[0 + c] * dt[0] + A_[4 + c] * dt[1] + A_[8 + c] * dt[2];
-                        m[c] += q, m2 += q * q;
-                    }
-                }
-                double var = m2 / ns - (m[0] * m[0] + m[1] * m[1] + m[2] * m[2]) / ((double)ns * ns);
-                if (var < best) best = var, par[j] = (int32_t)p;
-            }
-            if (!(best < 1e-8 * (hs * hs + 1e-12))) par[j] = -1;
-        }
+        df__ra_joint_parents(t->N < 64 ? t->N : 64, t->J, d->joints, hs, par);
     }
     /* inputs per anchor: the controls / joints that move it (+ their parents) */
     t->aoff = malloc(sizeof(int32_t) * (A + 1));

@@ -204,6 +204,10 @@ static int evaluate(const char *model_dir, const char *data, const char *recon, 
 /* Error breakdown of an OURS model (docs/rigapprox.md): reconstruct with the
  * true or the predicted differential coordinates / anchors, the truth
  * computed from the dataset's meshes (Eq. 14 and L_s). */
+void dpotrf_(const char *uplo, const int *n, double *a, const int *lda, int *info);
+void dpotrs_(const char *uplo, const int *n, const int *nrhs, const double *a, const int *lda, double *b,
+             const int *ldb, int *info);
+
 static int breakdown(const char *model_file, const char *data)
 {
     df_error_t e = {0};
@@ -231,7 +235,7 @@ static int breakdown(const char *model_file, const char *data)
     float *dp = malloc(sizeof(float) * D), *dj = malloc(sizeof(float) * D), *apt = malloc(sizeof(float) * 3 * A);
     float *app = malloc(sizeof(float) * 3 * A), *x = malloc(sizeof(float) * m.nf), *out = malloc(sizeof(float) * D);
     float *pos = malloc(sizeof(float) * D), *act = malloc(sizeof(float) * df_mlp_work_floats(m.net, 1));
-    double *w = malloc(sizeof(double) * 2 * D), *utu = calloc(P, sizeof(double)), *z2 = malloc(sizeof(double) * P);
+    double *w = malloc(sizeof(double) * 2 * D), *utu = calloc(P * P, sizeof(double)), *z2 = malloc(sizeof(double) * P);
     size_t aw = 0;
     int maxin = 1;
     for (int64_t a = 0; a < A; a++) {
@@ -239,8 +243,18 @@ static int breakdown(const char *model_file, const char *data)
         if (m.anc_off[a + 1] - m.anc_off[a] > maxin) maxin = m.anc_off[a + 1] - m.anc_off[a];
     }
     float *awk = malloc(sizeof(float) * aw), *xi = malloc(sizeof(float) * maxin);
+    /* least-squares projection on the basis (not orthogonal when it is the
+     * v_nl PCA mapped through L_s): Gram matrix, Cholesky once */
     for (int64_t k = 0; k < D; k++)
-        for (int64_t p = 0; p < P; p++) utu[p] += (double)m.basis[k * P + p] * m.basis[k * P + p];
+        for (int64_t p = 0; p < P; p++) {
+            double bp = m.basis[k * P + p];
+            for (int64_t q = 0; q <= p; q++) utu[p * P + q] += bp * m.basis[k * P + q];
+        }
+    double gtr = 0;
+    for (int64_t p = 0; p < P; p++) gtr += utu[p * P + p];
+    for (int64_t p = 0; p < P; p++) utu[p * P + p] += 1e-9 * gtr / P;
+    int np = (int)P, one = 1, info = 0;
+    dpotrf_("U", &np, utu, &np, &info); /* row-major lower = column-major upper */
     const char *names[5] = {"true delta (all 3V) + true anchors", "true delta on the PCs + true anchors",
                             "predicted delta + true anchors", "true delta + predicted anchors",
                             "predicted delta + predicted anchors"};
@@ -252,11 +266,12 @@ static int breakdown(const char *model_file, const char *data)
         df_lap_apply(lap, 3, nl, dt);
         for (int64_t a = 0; a < A; a++)
             for (int c = 0; c < 3; c++) apt[a * 3 + c] = nl[m.anchors[a] * 3 + c];
-        for (int64_t p = 0; p < P; p++) { /* the basis is orthogonal (whitened) */
+        for (int64_t p = 0; p < P; p++) {
             double q = 0;
             for (int64_t k = 0; k < D; k++) q += (double)m.basis[k * P + p] * (dt[k] - m.basis_mean[k]);
-            z2[p] = q / utu[p];
+            z2[p] = q;
         }
+        if (!info) dpotrs_("U", &np, &one, utu, &np, z2, &np, &info);
         for (int64_t k = 0; k < D; k++) {
             double q = m.basis_mean[k];
             for (int64_t p = 0; p < P; p++) q += m.basis[k * P + p] * z2[p];

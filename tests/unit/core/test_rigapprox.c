@@ -338,6 +338,74 @@ static void test_malformed_datasets(void)
     df_rigdata_close(&d);
 }
 
+/* Joint parents inferred from world matrices: the tiny reference rig's own
+ * hierarchy, and a random 12-joint tree posed by FK written here (random
+ * local rotations about fixed bone offsets, the root moving too). */
+static void rotm(double ax, double ay, double az, double *R)
+{
+    double th = sqrt(ax * ax + ay * ay + az * az), k[3] = {1, 0, 0};
+    if (th > 1e-12) k[0] = ax / th, k[1] = ay / th, k[2] = az / th;
+    double c = cos(th), s = sin(th), C = 1 - c;
+    double M[9] = {c + k[0] * k[0] * C,        k[0] * k[1] * C - k[2] * s, k[0] * k[2] * C + k[1] * s,
+                   k[1] * k[0] * C + k[2] * s, c + k[1] * k[1] * C,        k[1] * k[2] * C - k[0] * s,
+                   k[2] * k[0] * C - k[1] * s, k[2] * k[1] * C + k[0] * s, c + k[2] * k[2] * C};
+    memcpy(R, M, sizeof M);
+}
+
+static void test_joint_parents_inferred(void)
+{
+    df_refrig_opts_t o;
+    df_refrig_opts_default(&o);
+    o.n_controls = 4, o.n_combos = 2;
+    df_refrig_t *r = NULL;
+    df_error_t err = {0};
+    df_rigdata_t d;
+    DF_CHECK(df_refrig_tiny(8, 6, &o, &r, &err) == 0);
+    DF_CHECK(df_rigdata_open(path("ra_tiny.safetensors"), &d, &err) == 0);
+    if (r && d.nj == r->nj) {
+        int32_t par[16];
+        df__ra_joint_parents(d.n < 64 ? d.n : 64, d.nj, d.joints, 1.0, par);
+        for (int64_t j = 0; j < d.nj; j++) DF_CHECK(par[j] == r->parents[j]);
+    }
+    df_rigdata_close(&d);
+    df_refrig_free(&r);
+    enum { J = 12, NS = 40 };
+    int32_t truth[J], got[J];
+    double off[J][3];
+    float *W = malloc(sizeof(float) * NS * J * 12);
+    df_rng_t g = {12345};
+    truth[0] = -1;
+    for (int j = 1; j < J; j++) truth[j] = (int32_t)(df_rng_u64(&g) % (uint64_t)j);
+    for (int j = 0; j < J; j++)
+        for (int c = 0; c < 3; c++) off[j][c] = df_rng_normal(&g);
+    for (int n = 0; n < NS; n++) {
+        double R[J][9], t[J][3];
+        for (int j = 0; j < J; j++) { /* parents come first (truth[j] < j) */
+            double L[9];
+            rotm(0.5 * df_rng_normal(&g), 0.5 * df_rng_normal(&g), 0.5 * df_rng_normal(&g), L);
+            if (truth[j] < 0) {
+                memcpy(R[j], L, sizeof L);
+                for (int c = 0; c < 3; c++) t[j][c] = off[j][c] + 0.3 * df_rng_normal(&g);
+            } else {
+                const double *P = R[truth[j]];
+                for (int a = 0; a < 3; a++) {
+                    for (int b = 0; b < 3; b++)
+                        R[j][a * 3 + b] = P[a * 3] * L[b] + P[a * 3 + 1] * L[3 + b] + P[a * 3 + 2] * L[6 + b];
+                    t[j][a] = t[truth[j]][a] + P[a * 3] * off[j][0] + P[a * 3 + 1] * off[j][1] + P[a * 3 + 2] * off[j][2];
+                }
+            }
+            float *m = W + ((size_t)n * J + j) * 12;
+            for (int a = 0; a < 3; a++) {
+                for (int b = 0; b < 3; b++) m[a * 4 + b] = (float)R[j][a * 3 + b];
+                m[a * 4 + 3] = (float)t[j][a];
+            }
+        }
+    }
+    df__ra_joint_parents(NS, J, W, 3.0, got);
+    for (int j = 0; j < J; j++) DF_CHECK(got[j] == truth[j]);
+    free(W);
+}
+
 int main(void)
 {
     const char *o = getenv("DF_TEST_OUT");
@@ -350,5 +418,6 @@ int main(void)
     DF_RUN(test_served_equals_offline);
     DF_RUN(test_baseline_variants);
     DF_RUN(test_malformed_datasets);
+    DF_RUN(test_joint_parents_inferred);
     return dftest_exit();
 }
