@@ -1,5 +1,5 @@
-# tests/e2e/product_common.sh — shared by the product suites (readme_examples,
-# python_client, viewer, docker_steps). Sourced, not run (not executable).
+# tests/e2e/product_common.sh — the shared harness of the e2e suites (readme_examples,
+# python_client, viewer, docker_steps, socket, rigapprox). Sourced, not run (not executable).
 #
 # Gives: ROOT, BIN, OUT (test output dir), PY (Debian's python3, with numpy),
 # T (a temp dir removed at exit), ok/fail/check (the "ok NAME"/"FAIL NAME"

@@ -13,25 +13,9 @@
 #  - the .glb from `deformctl mesh` starts with the glTF magic and its
 #    declared length equals the file size.
 # Prints "ok NAME" / "FAIL NAME" lines for tests/run.sh.
-set -u
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-cd "$ROOT"
-BIN=${BIN:-bin}
-case "$BIN" in /*) ;; *) BIN=$ROOT/$BIN ;; esac
-T=$(mktemp -d "${TMPDIR:-/tmp}/df-socket.XXXXXX")
-DPID=
-NFAIL=0
-cleanup() {
-    if [ -n "$DPID" ]; then
-        kill -TERM "$DPID" 2>/dev/null
-        for _ in $(seq 1 50); do kill -0 "$DPID" 2>/dev/null || break; sleep 0.1; done
-        kill -KILL "$DPID" 2>/dev/null
-    fi
-    rm -rf "$T"
-}
-trap cleanup EXIT
-ok() { echo "ok $1"; }
-fail() { echo "FAIL $1${2:+: $2}"; NFAIL=$((NFAIL + 1)); }
+. "$(dirname "$0")/product_common.sh"
+# check NAME CMD...: as product_common's, but the command's output goes to a log
+# (shown on failure) instead of the suite's output.
 check() {
     local name=$1; shift
     if "$@" >>"$T/cmd.log" 2>&1; then ok "$name"; else fail "$name" "$*"; tail -5 "$T/cmd.log"; fi
