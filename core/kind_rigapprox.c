@@ -5,7 +5,9 @@
  * Inputs `controls` [C] and `joint_matrices` [J,12] (world 3x4, like the
  * rigged kind; both optional: control defaults / bind pose). Output
  * `positions` [V,3]. A batch of B poses runs as one chain:
- *   features X [B,F] (Eq. 9) -> differential MLP (one sgemm per layer;
+ *   features X [B,F] (Eq. 9; joint matrices taken into their parent's frame
+ *   with the model's `joint_parents`, the animator's local transforms) ->
+ *   differential MLP (one sgemm per layer;
  *   sgemv at B = 1) -> PCA coefficients [B,P];
  *   every anchor mini-network on the whole batch (gathered inputs, small
  *   GEMMs) -> anchor offsets [A,3B];
@@ -191,7 +193,9 @@ static int ra_evaluate(const df_model_t *mo, const df_batch_t *b, void *scratch,
         int rc;
         if (w != r->rest_world && (rc = check_finite(w, J * 12, p, "joint_matrices", err))) return rc;
         if (C && c != mo->input_defaults[ic] && (rc = check_finite(c, C, p, "controls", err))) return rc;
-        df_ramodel_features(m, w, C ? c : NULL, X + (size_t)p * F);
+        if ((rc = df_ramodel_features(m, w, C ? c : NULL, X + (size_t)p * F)))
+            return df_error_set(err, DF_EINVAL, "pose %d: input 'joint_matrices' row %d (a parent joint) is singular",
+                                p, -1 - rc);
     }
     /* 2. networks and v_nl */
     if (m->variant == DF_RA_LBS) {

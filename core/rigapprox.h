@@ -77,6 +77,10 @@ typedef struct df_ramodel {
     const float *ctrl_range;  /* [C,3] or NULL when C == 0 */
     char **control_names, **joint_names;
     int64_t nf;               /* 12 J + C */
+    const int32_t *parents;   /* [J] joint parents (-1: root) or NULL. Set: the
+                                 joint features are LOCAL matrices world_p^-1
+                                 world_j (roots: world); NULL: world matrices
+                                 (models written before format_version 2) */
     const float *feat_mean, *feat_scale; /* [F]: x' = (x - mean) * scale */
     struct df_mlp *net;       /* F -> P (NULL for LBS) */
     int64_t P;
@@ -91,9 +95,17 @@ typedef struct df_ramodel {
     void *arena;              /* owned copy of every array (df_ramodel_copy) */
 } df_ramodel_t;
 
-/* Features of one pose (Eq. 9): out [F] from world [J,12] and controls [C]. */
-void df_ramodel_features(const df_ramodel_t *m, const float *world,
-                         const float *controls, float *out);
+/* Local joint matrices: local_j = world_p^-1 world_j for p = par[j] >= 0,
+ * world_j for roots (par NULL: every joint). local [J,12] must not alias
+ * world. Returns -1 - p when the world matrix of parent p is singular
+ * (local_j is then world_j), else 0. */
+int df_rigapprox_local(int64_t nj, const int32_t *par, const float *world, float *local);
+/* Features of one pose (Eq. 9): out [F] from world [J,12] and controls [C]:
+ * 12 floats of each joint's matrix (local when m->parents is set, else
+ * world) then the controls, each standardised. Returns 0, or -1 - p when
+ * joint p's world matrix is singular (a parent: cannot be inverted). */
+int df_ramodel_features(const df_ramodel_t *m, const float *world,
+                        const float *controls, float *out);
 /* All arrays borrowed. */
 int df_ramodel_write(const df_ramodel_t *m, const char *path, df_error_t *err);
 /* Parse (borrowing arrays from st, which must outlive *m). Validates. */
@@ -130,6 +142,9 @@ typedef struct df_ratrain_opts {
                                  farthest-point spread (default) */
     int no_refit;             /* OURS: 1 = skip the position-space refit of the
                                  differential network's last layer */
+    int world_features;       /* 1 = joint features are world matrices (before
+                                 2026-11-29 evening); 0 = local matrices in the
+                                 inferred parent's frame (default) */
     int epochs, batch;        /* (200, 128) */
     float lr, lr_anchor;      /* Adam (1e-3, 1e-3) */
     int adam;                 /* 1 Adam, 0 SGD momentum */
@@ -155,6 +170,15 @@ void df_ratrain_opts_default(df_ratrain_opts_t *o /* OUT */);
 int df_rigapprox_train(const df_rigdata_t *d, const df_ratrain_opts_t *o,
                        const char *out_path, df_ratrain_report_t *rep,
                        df_error_t *err);
+
+/* Internal (tested): the position-space refit of an OURS network's last
+ * layer, exposed for its optimality test. Given n rows of hidden features
+ * h [n,Hd], target residuals r [n,D] (= v_nl - g0 - H a) and the folded
+ * map G [D,P], returns W [P,Hd], b [P] minimising
+ * sum_rows |G (W h + b) - r|^2 + ridge (ridge * tr(HtH)/Hd on W only).
+ * Returns DF_OK or a negative DF_E*. */
+int df__ra_refit_solve(int64_t n, int Hd, const float *h, int64_t D, const float *r, int64_t P,
+                       const float *G, double ridge, float *W, float *b, df_error_t *err);
 
 /* Internal (tested): joint parents inferred from ns samples of world
  * matrices joints [ns,J,12]: p is the joint for which R_p^T (t_j - t_p) is

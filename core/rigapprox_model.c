@@ -7,6 +7,7 @@
 #include "model_internal.h"
 #include "nn.h"
 #include "laplacian.h"
+#include "mathx.h"
 
 #include <math.h>
 
@@ -22,13 +23,47 @@ const char *df_ramodel_variant_name(int v)
     return v >= 0 && v < 4 ? variant_names[v] : "?";
 }
 
-void df_ramodel_features(const df_ramodel_t *m, const float *world,
-                         const float *controls, float *out)
+int df_rigapprox_local(int64_t nj, const int32_t *par, const float *world, float *local)
+{
+    int rc = 0;
+    for (int64_t j = 0; j < nj; j++) {
+        int32_t p = par ? par[j] : -1;
+        float inv[12];
+        if (p < 0 || df_m34_inverse(world + (int64_t)p * 12, inv)) {
+            if (p >= 0 && !rc) rc = -1 - p;
+            memcpy(local + j * 12, world + j * 12, sizeof(float) * 12);
+            continue;
+        }
+        df_m34_mul(inv, world + j * 12, local + j * 12);
+    }
+    return rc;
+}
+
+int df_ramodel_features(const df_ramodel_t *m, const float *world,
+                        const float *controls, float *out)
 {
     int64_t nw = m->nj * 12;
-    for (int64_t i = 0; i < nw; i++) out[i] = (world[i] - m->feat_mean[i]) * m->feat_scale[i];
+    int rc = 0;
+    if (m->parents) {
+        rc = df_rigapprox_local(m->nj, m->parents, world, out); /* out holds >= 12 J floats */
+        for (int64_t i = 0; i < nw; i++) out[i] = (out[i] - m->feat_mean[i]) * m->feat_scale[i];
+    } else {
+        for (int64_t i = 0; i < nw; i++) out[i] = (world[i] - m->feat_mean[i]) * m->feat_scale[i];
+    }
     for (int64_t c = 0; c < m->nc; c++)
         out[nw + c] = (controls[c] - m->feat_mean[nw + c]) * m->feat_scale[nw + c];
+    return rc;
+}
+
+/* Parents valid: each -1 or another joint. (No tree check: a local matrix
+ * only needs its parent's world matrix, never a chain.) */
+static int check_parents(int64_t J, const int32_t *par, df_error_t *err)
+{
+    for (int64_t j = 0; j < J; j++)
+        if (par[j] < -1 || par[j] >= J || par[j] == j)
+            return df_error_set(err, DF_EFORMAT, "rigapprox: joint_parents[%lld] = %d invalid (-1 or another joint < %lld)",
+                                (long long)j, par[j], (long long)J);
+    return DF_OK;
 }
 
 static char *names_json(char **names, int64_t n)
@@ -64,7 +99,7 @@ int df_ramodel_write(const df_ramodel_t *m, const char *path, df_error_t *err)
             s_vk[2] = {V, m->k}, s_c3[2] = {m->nc, 3}, s_f[1] = {m->nf};
     char *cn = names_json(m->control_names, m->nc), *jn = names_json(m->joint_names, m->nj);
     rc |= df_st_writer_meta(w, "kind", "rigapprox");
-    rc |= df_st_writer_meta(w, "format_version", "1");
+    rc |= df_st_writer_meta(w, "format_version", m->parents ? "2" : "1");
     rc |= df_st_writer_meta(w, "variant", df_ramodel_variant_name(m->variant));
     rc |= df_st_writer_meta(w, "control_names", cn ? cn : "[]");
     rc |= df_st_writer_meta(w, "joint_names", jn ? jn : "[]");
@@ -79,6 +114,10 @@ int df_ramodel_write(const df_ramodel_t *m, const char *path, df_error_t *err)
     if (m->nc) rc |= df_st_writer_add(w, "control_ranges", DF_DT_F32, 2, s_c3, m->ctrl_range);
     rc |= df_st_writer_add(w, "feature_mean", DF_DT_F32, 1, s_f, m->feat_mean);
     rc |= df_st_writer_add(w, "feature_scale", DF_DT_F32, 1, s_f, m->feat_scale);
+    if (m->parents) {
+        int64_t s_j[1] = {m->nj};
+        rc |= df_st_writer_add(w, "joint_parents", DF_DT_I32, 1, s_j, m->parents);
+    }
     if (m->variant != DF_RA_LBS) {
         snprintf(buf, sizeof buf, "%d", m->net->n_layers);
         rc |= df_st_writer_meta(w, "net_layers", buf);
@@ -215,6 +254,10 @@ int df_ramodel_read(const df_st_t *st, df_ramodel_t *m, df_error_t *err)
     m->feat_mean = t->data;
     if ((rc = df_st_require(st, "feature_scale", DF_DT_F32, 1, sf, 0, &t, err))) return rc;
     m->feat_scale = t->data;
+    int64_t sj[1] = {m->nj};
+    if ((rc = df_st_require(st, "joint_parents", DF_DT_I32, 1, sj, 1, &t, err))) return rc;
+    m->parents = t ? t->data : NULL; /* absent: a format_version 1 model, world features */
+    if (m->parents && (rc = check_parents(m->nj, m->parents, err))) return rc;
     size_t n1 = 0, n2 = 0; /* df__json_string_array checks the counts */
     const char *cn = df_st_meta(st, "control_names"), *jn = df_st_meta(st, "joint_names");
     if ((rc = df__json_string_array(cn, (size_t)m->nc, &m->control_names, &n1, err))) goto fail;
@@ -306,6 +349,7 @@ static size_t copy_pass(const df_ramodel_t *s, df_ramodel_t *d, arena_t *a)
     d->ctrl_range = s->nc ? ar_put(a, s->ctrl_range, sizeof(float) * 3 * s->nc) : NULL;
     d->feat_mean = ar_put(a, s->feat_mean, sizeof(float) * s->nf);
     d->feat_scale = ar_put(a, s->feat_scale, sizeof(float) * s->nf);
+    d->parents = s->parents ? ar_put(a, s->parents, sizeof(int32_t) * s->nj) : NULL;
     if (s->net) {
         d->basis = ar_put(a, s->basis, sizeof(float) * 3 * s->nv * s->P);
         d->basis_mean = ar_put(a, s->basis_mean, sizeof(float) * 3 * s->nv);

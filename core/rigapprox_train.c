@@ -161,6 +161,7 @@ typedef struct tr {
     float *Uw;                  /* [D,P] whitened basis */
     int64_t A;
     int32_t *anchors, *aoff, *aidx;
+    int32_t *par;               /* [J] inferred joint parents (-1: none) */
     float *amu, *asig;          /* [A,3] */
     df_lap_t *lap;
     df_mlp_t *net, *net_g, *net_best;
@@ -172,7 +173,7 @@ typedef struct tr {
 
 static void tr_free(tr_t *t)
 {
-    free(t->order), free(t->X), free(t->fmean), free(t->fscale), free(t->NL), free(t->Y), free(t->mu);
+    free(t->order), free(t->par), free(t->X), free(t->fmean), free(t->fscale), free(t->NL), free(t->Y), free(t->mu);
     free(t->Uw), free(t->anchors), free(t->aoff), free(t->aidx), free(t->amu), free(t->asig);
     df_lap_free(&t->lap);
     df_mlp_free(&t->net), df_mlp_free(&t->net_g), df_mlp_free(&t->net_best);
@@ -208,16 +209,22 @@ static int prepare_data(tr_t *t, df_error_t *err)
     int bad = 0;
     for (int64_t i = 0; i < N; i++) {
         int64_t s = t->order[i];
-        memcpy(t->X + i * F, d->joints + s * J * 12, sizeof(float) * J * 12);
+        if (t->o->world_features) memcpy(t->X + i * F, d->joints + s * J * 12, sizeof(float) * J * 12);
+        else df_rigapprox_local(J, t->par, d->joints + s * J * 12, t->X + i * F);
         if (C) memcpy(t->X + i * F + J * 12, d->controls + s * C, sizeof(float) * C);
         df_rigapprox_linear(V, J, (int)d->k, d->invbind, d->skin_j, d->skin_w, 1, d->joints + s * J * 12, T);
         if (df_rigapprox_nonlinear(V, T, d->rest, d->positions + s * D, t->NL + i * D)) bad++;
     }
     free(T);
     if (bad && t->o->verbose) fprintf(stderr, "train: %d samples have singular T_i somewhere (v_nl set to 0 there)\n", bad);
-    /* normalisation from the training rows */
+    /* normalisation from the training rows. A feature that does not vary
+     * over the training rows (sd below 1e-5 of its unit: 1 for rotation
+     * entries, the height for translations, the range for controls) gets
+     * scale 0: the networks cannot learn its effect, and feeding it only
+     * passes poses outside the training set (e.g. the root moving in an
+     * animation clip when the training poses keep it at rest) as noise. */
     int64_t n0 = t->nval, nt = t->ntr;
-    double tsum2 = 0;
+    double tsum2 = 0, h = d->height > 0 ? d->height : 1;
     int64_t tcount = 0;
     for (int64_t f = 0; f < F; f++) {
         double s = 0, s2 = 0;
@@ -226,13 +233,14 @@ static int prepare_data(tr_t *t, df_error_t *err)
         for (int64_t i = n0; i < N; i++) s2 += (t->X[i * F + f] - m) * (t->X[i * F + f] - m);
         t->fmean[f] = (float)m;
         int is_t = f < J * 12 && (f % 4) == 3;
-        if (is_t) tsum2 += s2, tcount += nt;
-        double sd = sqrt(s2 / nt);
-        t->fscale[f] = f < J * 12 ? 1.0f : (sd > 1e-8 ? (float)(1.0 / sd) : 1.0f);
+        double sd = sqrt(s2 / nt), unit = is_t ? h : f < J * 12 ? 1 : (d->ctrl_range[(f - J * 12) * 3 + 1] - d->ctrl_range[(f - J * 12) * 3]);
+        int constant = !(sd > 1e-5 * unit);
+        if (is_t && !constant) tsum2 += s2, tcount += nt;
+        t->fscale[f] = constant ? 0.0f : f < J * 12 ? 1.0f : (float)(1.0 / sd);
     }
     double tsd = tcount ? sqrt(tsum2 / tcount) : 0;
     for (int64_t f = 0; f < J * 12; f++)
-        if (f % 4 == 3) t->fscale[f] = tsd > 1e-8 ? (float)(1.0 / tsd) : 1.0f;
+        if (f % 4 == 3 && t->fscale[f] != 0) t->fscale[f] = (float)(1.0 / tsd);
     for (int64_t i = 0; i < N; i++)
         for (int64_t f = 0; f < F; f++) t->X[i * F + f] = (t->X[i * F + f] - t->fmean[f]) * t->fscale[f];
     return DF_OK;
@@ -335,23 +343,18 @@ static int choose_anchors(tr_t *t, df_error_t *err)
     }
     t->A = A;
     free(csize), free(comp), free(score), free(dist);
-    /* Joint parents, inferred from the data: v_nl lives in the skinning
+    /* World features only (--world-features): v_nl lives in the skinning
      * frame, so a bend at joint j is a function of world_p^-1 world_j; an
      * anchor network fed only world_j (j flagged by influence, its parent p
      * not: moving p carries the skin rigidly) cannot tell the bend from the
-     * parent's own motion. p is the joint for which R_p^T (t_j - t_p) is
-     * constant over the samples (a rigid bone offset). */
-    int32_t *par = malloc(sizeof(int32_t) * (t->J ? t->J : 1));
-    if (!par) return df_error_set(err, DF_ENOMEM, "train: out of memory");
-    {
-        double hs = 0;
-        for (int64_t v = 0; v < V; v++) hs = fmax(hs, fabs(d->rest[v * 3 + 1]));
-        df__ra_joint_parents(t->N < 64 ? t->N : 64, t->J, d->joints, hs, par);
-    }
+     * parent's own motion, so it also gets p's features. With local
+     * features (default) world_p^-1 world_j IS joint j's feature and the
+     * influence of j (its local rotation perturbed) names it exactly. */
+    const int32_t *par = t->par;
     /* inputs per anchor: the controls / joints that move it (+ their parents) */
     t->aoff = malloc(sizeof(int32_t) * (A + 1));
     t->aidx = malloc(sizeof(int32_t) * A * t->F);
-    if (!t->aoff || !t->aidx) { free(par); return df_error_set(err, DF_ENOMEM, "train: out of memory"); }
+    if (!t->aoff || !t->aidx) return df_error_set(err, DF_ENOMEM, "train: out of memory");
     int32_t o = 0;
     for (int64_t a = 0; a < A; a++) {
         t->aoff[a] = o;
@@ -362,7 +365,7 @@ static int choose_anchors(tr_t *t, df_error_t *err)
         int32_t start = o;
         for (int64_t i = 0; i < NI; i++) {
             int use = !d->influence || (mx > 0 && d->influence[i * V + v] > 0.01 * mx);
-            if (!use && i >= t->C) /* the parent of a used joint */
+            if (!use && i >= t->C && t->o->world_features) /* the parent of a used joint */
                 for (int64_t k = 0; k < t->J && !use; k++)
                     if (par[k] == i - t->C && d->influence[(t->C + k) * V + v] > 0.01 * mx) use = 1;
             if (!use) continue;
@@ -374,7 +377,6 @@ static int choose_anchors(tr_t *t, df_error_t *err)
             for (int64_t f = 0; f < t->F; f++) t->aidx[o++] = (int32_t)f;
     }
     t->aoff[A] = o;
-    free(par);
     return df_rigapprox_lap(V, d->rest, d->nt, d->tris, A, t->anchors, t->o->omega, &t->lap, err);
 }
 
@@ -800,13 +802,126 @@ static void anchors_predict(tr_t *t, int B, const float *X, float *apos /* [A,3]
     }
 }
 
+/* Streaming normal equations of the refit: rows (h, r) are added in
+ * batches; z* = (G^T G + eps)^-1 G^T r per row, then ridge regression of
+ * z* on [h, 1] (ridge relative to tr(h^T h) / Hd, not on the bias). */
+typedef struct refit_acc {
+    int Hd, H1;
+    int64_t P, D;
+    const float *G;             /* [D,P] */
+    double *GtG, *HtH, *HtZ;    /* [P,P], [H1,H1], [H1,P] */
+    float *Zs, *hb;             /* [Bm,P], [Bm,H1] */
+    int Bm;
+} refit_acc_t;
+
+static void refit_end(refit_acc_t *a)
+{
+    free(a->GtG), free(a->HtH), free(a->HtZ), free(a->Zs), free(a->hb);
+    memset(a, 0, sizeof *a);
+}
+
+static int refit_begin(refit_acc_t *a, int Hd, int64_t D, int64_t P, const float *G, int Bm, df_error_t *err)
+{
+    memset(a, 0, sizeof *a);
+    a->Hd = Hd, a->H1 = Hd + 1, a->P = P, a->D = D, a->G = G, a->Bm = Bm;
+    a->GtG = calloc(P * P, sizeof(double));
+    a->HtH = calloc((size_t)a->H1 * a->H1, sizeof(double));
+    a->HtZ = calloc((size_t)a->H1 * P, sizeof(double));
+    a->Zs = malloc(sizeof(float) * Bm * P);
+    a->hb = malloc(sizeof(float) * Bm * a->H1);
+    float *Gf = malloc(sizeof(float) * P * P);
+    if (!a->GtG || !a->HtH || !a->HtZ || !a->Zs || !a->hb || !Gf) {
+        free(Gf), refit_end(a);
+        return df_error_set(err, DF_ENOMEM, "train: out of memory (refit)");
+    }
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)P, (int)P, (int)D, 1.0f, G, (int)P, G, (int)P, 0.0f, Gf, (int)P);
+    for (int64_t i = 0; i < P * P; i++) a->GtG[i] = Gf[i];
+    free(Gf);
+    double gtr = 0;
+    for (int64_t p = 0; p < P; p++) gtr += a->GtG[p * P + p];
+    for (int64_t p = 0; p < P; p++) a->GtG[p * P + p] += 1e-6 * gtr / P + 1e-30;
+    return DF_OK;
+}
+
+/* B <= Bm rows: h [B,Hd], R [B,D]. */
+static void refit_add(refit_acc_t *a, int B, const float *h, const float *R)
+{
+    int Hd = a->Hd, H1 = a->H1;
+    int64_t P = a->P;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, (int)P, (int)a->D, 1.0f, R, (int)a->D, a->G, (int)P, 0.0f,
+                a->Zs, (int)P);
+    for (int b = 0; b < B; b++) {
+        memcpy(a->hb + (size_t)b * H1, h + (size_t)b * Hd, sizeof(float) * Hd);
+        a->hb[(size_t)b * H1 + Hd] = 1.0f;
+    }
+    for (int i = 0; i < H1; i++)
+        for (int b = 0; b < B; b++) {
+            double hv = a->hb[(size_t)b * H1 + i];
+            if (hv == 0) continue;
+            double *row = a->HtH + (size_t)i * H1;
+            const float *hr = a->hb + (size_t)b * H1;
+            for (int j = 0; j < H1; j++) row[j] += hv * hr[j];
+            double *zr = a->HtZ + (size_t)i * P;
+            const float *zs = a->Zs + (size_t)b * P;
+            for (int64_t p = 0; p < P; p++) zr[p] += hv * zs[p];
+        }
+}
+
+/* Solve: W [P,Hd], bias [P]. Consumes the accumulated systems. */
+static int refit_solve(refit_acc_t *a, double ridge, float *Wn, float *bn, df_error_t *err)
+{
+    int Hd = a->Hd, H1 = a->H1;
+    int64_t P = a->P;
+    /* z* coefficients: HtZ (G^T G)^-1, i.e. solve GtG X^T = HtZ^T */
+    int np = (int)P, nr = H1, info = 0;
+    double *Tt = malloc(sizeof(double) * P * H1), *T2 = malloc(sizeof(double) * P * H1);
+    if (!Tt || !T2) { free(Tt), free(T2); return df_error_set(err, DF_ENOMEM, "train: out of memory (refit)"); }
+    memcpy(Tt, a->HtZ, sizeof(double) * P * H1);
+    dposv_("U", &np, &nr, a->GtG, &np, Tt, &np, &info); /* column-major: P x H1 columns = rows of Tt */
+    if (info) { free(Tt), free(T2); return df_error_set(err, DF_ENUMERIC, "train: refit: G^T G not positive definite"); }
+    double htr = 0;
+    for (int i = 0; i < Hd; i++) htr += a->HtH[(size_t)i * H1 + i];
+    for (int i = 0; i < Hd; i++) a->HtH[(size_t)i * H1 + i] += ridge * htr / (Hd ? Hd : 1) + 1e-9;
+    a->HtH[(size_t)Hd * H1 + Hd] += 1e-9;
+    for (int i = 0; i < H1; i++) /* column-major [H1, P] */
+        for (int64_t p = 0; p < P; p++) T2[(size_t)p * H1 + i] = Tt[(size_t)i * P + p];
+    int nh = H1;
+    dposv_("U", &nh, &np, a->HtH, &nh, T2, &nh, &info);
+    if (info) { free(Tt), free(T2); return df_error_set(err, DF_ENUMERIC, "train: refit: feature system not positive definite"); }
+    /* T2 column p (stride H1): weights of output p, bias last */
+    for (int64_t p = 0; p < P; p++) {
+        for (int j = 0; j < Hd; j++) Wn[p * Hd + j] = (float)T2[(size_t)p * H1 + j];
+        bn[p] = (float)T2[(size_t)p * H1 + Hd];
+    }
+    free(Tt), free(T2);
+    return DF_OK;
+}
+
+int df__ra_refit_solve(int64_t n, int Hd, const float *h, int64_t D, const float *r, int64_t P,
+                       const float *G, double ridge, float *W, float *b, df_error_t *err)
+{
+    refit_acc_t a;
+    int Bm = 64;
+    int rc = refit_begin(&a, Hd, D, P, G, Bm, err);
+    if (rc) return rc;
+    for (int64_t s = 0; s < n; s += Bm) {
+        int B = (int)(n - s < Bm ? n - s : Bm);
+        refit_add(&a, B, h + s * Hd, r + s * D);
+    }
+    rc = refit_solve(&a, ridge, W, b, err);
+    refit_end(&a);
+    return rc;
+}
+
 static int refit_last(tr_t *t, double *before, double *after, df_error_t *err)
 {
     df_mlp_t *n = t->net_best;
-    int L = n->n_layers, Hd = L >= 2 ? n->dims[L - 1] : n->dims[0], H1 = Hd + 1;
+    int L = n->n_layers, Hd = L >= 2 ? n->dims[L - 1] : n->dims[0];
     int64_t V = t->V, D = t->D, P = t->P, A = t->A, F = t->F;
     int Bm = 128;
     int rc = DF_OK;
+    refit_acc_t acc;
+    memset(&acc, 0, sizeof acc);
     size_t wf = df_mlp_work_floats(n, Bm), awf = 0;
     for (int64_t a = 0; a < A; a++) {
         size_t q = (size_t)Bm * (t->aoff[a + 1] - t->aoff[a]) + df_mlp_work_floats(t->an_best[a], Bm);
@@ -814,23 +929,17 @@ static int refit_last(tr_t *t, double *before, double *after, df_error_t *err)
     }
     float *G = malloc(sizeof(float) * D * P), *Hm = malloc(sizeof(float) * V * A), *g0 = malloc(sizeof(float) * D);
     float *X = malloc(sizeof(float) * Bm * F), *act = malloc(sizeof(float) * wf), *abuf = malloc(sizeof(float) * awf);
-    float *ap = malloc(sizeof(float) * Bm * A * 3), *R = malloc(sizeof(float) * Bm * D), *Zs = malloc(sizeof(float) * Bm * P);
-    float *hb = malloc(sizeof(float) * Bm * H1), *zz = malloc(sizeof(float) * Bm * P);
-    double *GtG = calloc(P * P, sizeof(double)), *HtH = calloc((size_t)H1 * H1, sizeof(double));
-    double *HtZ = calloc((size_t)H1 * P, sizeof(double));
-    float *Wn = malloc(sizeof(float) * P * Hd), *bn = malloc(sizeof(float) * P), *Gf = malloc(sizeof(float) * P * P);
-    if (!G || !Hm || !g0 || !X || !act || !abuf || !ap || !R || !Zs || !hb || !zz || !GtG || !HtH || !HtZ || !Wn || !bn || !Gf) {
+    float *ap = malloc(sizeof(float) * Bm * A * 3), *R = malloc(sizeof(float) * Bm * D);
+    float *zz = malloc(sizeof(float) * Bm * P);
+    float *Wn = malloc(sizeof(float) * P * Hd), *bn = malloc(sizeof(float) * P);
+    if (!G || !Hm || !g0 || !X || !act || !abuf || !ap || !R || !zz || !Wn || !bn) {
         rc = df_error_set(err, DF_ENOMEM, "train: out of memory (refit)");
         goto done;
     }
     /* Uw [3V,P] is [V,3P] with L acting on the vertex index */
     if ((rc = df_lap_fold(t->lap, (int)(3 * P), t->Uw, G, Hm, err))) goto done;
     if ((rc = df_lap_fold(t->lap, 3, t->mu, g0, NULL, err))) goto done;
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)P, (int)P, (int)D, 1.0f, G, (int)P, G, (int)P, 0.0f, Gf, (int)P);
-    for (int64_t i = 0; i < P * P; i++) GtG[i] = Gf[i];
-    double gtr = 0;
-    for (int64_t p = 0; p < P; p++) gtr += GtG[p * P + p];
-    for (int64_t p = 0; p < P; p++) GtG[p * P + p] += 1e-6 * gtr / P + 1e-30;
+    if ((rc = refit_begin(&acc, Hd, D, P, G, Bm, err))) goto done;
     /* pass 0: accumulate normal equations on the training rows;
      * pass 1 / 2: validation error with the old / new last layer */
     for (int pass = 0; pass < 3; pass++) {
@@ -852,22 +961,7 @@ static int refit_last(tr_t *t, double *before, double *after, df_error_t *err)
                             ap + (size_t)b * A * 3, 3, 1.0f, r, 3);
             }
             if (pass == 0) {
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, (int)P, (int)D, 1.0f, R, (int)D, G, (int)P, 0.0f, Zs, (int)P);
-                for (int b = 0; b < B; b++) {
-                    memcpy(hb + (size_t)b * H1, h + (size_t)b * Hd, sizeof(float) * Hd);
-                    hb[(size_t)b * H1 + Hd] = 1.0f;
-                }
-                for (int i = 0; i < H1; i++)
-                    for (int b = 0; b < B; b++) {
-                        double hv = hb[(size_t)b * H1 + i];
-                        if (hv == 0) continue;
-                        double *row = HtH + (size_t)i * H1;
-                        const float *hr = hb + (size_t)b * H1;
-                        for (int j = 0; j < H1; j++) row[j] += hv * hr[j];
-                        double *zr = HtZ + (size_t)i * P;
-                        const float *zs = Zs + (size_t)b * P;
-                        for (int64_t p = 0; p < P; p++) zr[p] += hv * zs[p];
-                    }
+                refit_add(&acc, B, h, R);
             } else {
                 if (pass == 2) { /* z with the new layer */
                     for (int b = 0; b < B; b++) memcpy(zz + (size_t)b * P, bn, sizeof(float) * P);
@@ -884,33 +978,7 @@ static int refit_last(tr_t *t, double *before, double *after, df_error_t *err)
             }
         }
         if (pass == 0) {
-            /* z* coefficients: HtZ (G^T G)^-1, i.e. solve GtG X^T = HtZ^T */
-            int np = (int)P, nr = H1, info = 0;
-            double *Tt = malloc(sizeof(double) * P * H1);
-            if (!Tt) { rc = df_error_set(err, DF_ENOMEM, "train: out of memory (refit)"); goto done; }
-            for (int i = 0; i < H1; i++)
-                for (int64_t p = 0; p < P; p++) Tt[(size_t)i * P + p] = HtZ[(size_t)i * P + p];
-            dposv_("U", &np, &nr, GtG, &np, Tt, &np, &info); /* column-major: P x H1 columns = rows of Tt */
-            if (info) { free(Tt); rc = df_error_set(err, DF_ENUMERIC, "train: refit: G^T G not positive definite"); goto done; }
-            double htr = 0;
-            for (int i = 0; i < Hd; i++) htr += HtH[(size_t)i * H1 + i];
-            for (int i = 0; i < Hd; i++) HtH[(size_t)i * H1 + i] += 1e-4 * htr / (Hd ? Hd : 1) + 1e-9;
-            HtH[(size_t)Hd * H1 + Hd] += 1e-9;
-            double *T2 = malloc(sizeof(double) * P * H1); /* column-major [H1, P] */
-            if (!T2) { free(Tt); rc = df_error_set(err, DF_ENOMEM, "train: out of memory (refit)"); goto done; }
-            for (int i = 0; i < H1; i++)
-                for (int64_t p = 0; p < P; p++) T2[(size_t)p * H1 + i] = Tt[(size_t)i * P + p];
-            free(Tt);
-            Tt = T2;
-            int nh = H1;
-            dposv_("U", &nh, &np, HtH, &nh, Tt, &nh, &info);
-            if (info) { free(Tt); rc = df_error_set(err, DF_ENUMERIC, "train: refit: feature system not positive definite"); goto done; }
-            /* Tt column p (stride H1): weights of output p, bias last */
-            for (int64_t p = 0; p < P; p++) {
-                for (int j = 0; j < Hd; j++) Wn[p * Hd + j] = (float)Tt[(size_t)p * H1 + j];
-                bn[p] = (float)Tt[(size_t)p * H1 + Hd];
-            }
-            free(Tt);
+            if ((rc = refit_solve(&acc, 1e-4, Wn, bn, err))) goto done;
         } else if (pass == 1) *before = ec ? es / ec : 0;
         else *after = ec ? es / ec : 0;
     }
@@ -919,8 +987,9 @@ static int refit_last(tr_t *t, double *before, double *after, df_error_t *err)
         memcpy(n->b[L - 1], bn, sizeof(float) * P);
     }
 done:
-    free(G), free(Hm), free(g0), free(X), free(act), free(abuf), free(ap), free(R), free(Zs), free(hb), free(zz);
-    free(GtG), free(HtH), free(HtZ), free(Wn), free(bn), free(Gf);
+    refit_end(&acc);
+    free(G), free(Hm), free(g0), free(X), free(act), free(abuf), free(ap), free(R), free(zz);
+    free(Wn), free(bn);
     return rc;
 }
 
@@ -935,6 +1004,7 @@ static int export_model(tr_t *t, const char *path, df_error_t *err)
     m.ctrl_range = d->ctrl_range;
     m.control_names = d->control_names, m.joint_names = d->joint_names;
     m.nf = t->F, m.feat_mean = t->fmean, m.feat_scale = t->fscale;
+    m.parents = t->o->world_features ? NULL : t->par;
     m.net = t->net_best;
     m.P = t->P, m.basis = t->Uw, m.basis_mean = t->mu;
     m.omega = t->o->omega;
@@ -976,7 +1046,28 @@ int df_rigapprox_train(const df_rigdata_t *d, const df_ratrain_opts_t *o,
     if (t.ntr < 2) return df_error_set(err, DF_EINVAL, "train: %lld samples leave %lld for training (need >= 2)",
                                        (long long)t.N, (long long)t.ntr);
     int rc;
+    /* Joint parents, inferred from the data (the dataset has none): p is the
+     * joint for which R_p^T (t_j - t_p) is constant over the samples (a
+     * rigid bone). Features use local matrices world_p^-1 world_j: the
+     * paper's Eq. 9 feeds the transformation of each joint control, which
+     * in a production rig is the animator's local transform; a bend (what
+     * correctives and delta mush respond to) is then one feature instead
+     * of a product of two world matrices the networks must learn. */
+    t.par = malloc(sizeof(int32_t) * (t.J ? t.J : 1));
+    if (!t.par) { rc = df_error_set(err, DF_ENOMEM, "train: out of memory"); goto done; }
+    {
+        double hs = 0;
+        for (int64_t v = 0; v < t.V; v++) hs = fmax(hs, fabs(d->rest[v * 3 + 1]));
+        df__ra_joint_parents(t.N < 64 ? t.N : 64, t.J, d->joints, hs, t.par);
+    }
     if ((rc = prepare_data(&t, err))) goto done;
+    if (o->verbose) {
+        int np = 0, nz = 0;
+        for (int64_t j = 0; j < t.J; j++) np += t.par[j] >= 0;
+        for (int64_t f = 0; f < t.F; f++) nz += t.fscale[f] == 0;
+        fprintf(stderr, "train: %s joint features, %d of %lld joints with an inferred parent, %d constant features ignored\n",
+                o->world_features ? "world" : "local", np, (long long)t.J, nz);
+    }
     if (o->variant == DF_RA_OURS && (rc = choose_anchors(&t, err))) goto done;
     if (o->variant != DF_RA_LBS && (rc = prepare_labels(&t, err))) goto done;
     if (o->verbose)

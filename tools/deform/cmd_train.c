@@ -7,6 +7,7 @@
  *         [--lr 1e-3] [--sgd] [--val 0.1] [--patience 20] [--seed 1]
  *         [--checkpoint FILE [--resume]] [--time-limit SECONDS] [--quiet]
  *         [--anchor-influence] [--pca-delta] [--no-refit]   (paper's choices; see docs)
+ *         [--world-features]   (joint features as world matrices, the old default)
  *   deform train --evaluate REPO/NAME DATA.safetensors [--reconstruction dense|sparse]
  *         [--heatmap OUT.ppm --pose I] [--errors OUT.npy] [--positions OUT.npy]
  *   deform train --breakdown MODEL.safetensors DATA.safetensors   (error sources of an 'ours' model)
@@ -35,7 +36,7 @@ static int usage(void)
             "         [--layers N] [--width W] [--anchor-layers N] [--anchor-width W] [--pca F]\n"
             "         [--anchors F] [--omega W] [--epochs E] [--batch B] [--lr R] [--sgd] [--val F]\n"
             "         [--patience E] [--seed S] [--checkpoint FILE [--resume]] [--time-limit S] [--quiet]\n"
-            "         [--anchor-influence] [--pca-delta] [--no-refit]\n"
+            "         [--anchor-influence] [--pca-delta] [--no-refit] [--world-features]\n"
             "       deform train --evaluate REPO/NAME DATA.safetensors [--reconstruction dense|sparse]\n"
             "         [--heatmap OUT.ppm --pose I] [--errors OUT.npy] [--positions OUT.npy]\n"
             "       deform train --breakdown MODEL.safetensors DATA.safetensors\n");
@@ -327,6 +328,7 @@ int cmd_train(int argc, char **argv)
         if (!strcmp(a, "--resume")) { o.resume = 1; continue; }
         if (!strcmp(a, "--pca-delta")) { o.pca_delta = 1; continue; }
         if (!strcmp(a, "--no-refit")) { o.no_refit = 1; continue; }
+        if (!strcmp(a, "--world-features")) { o.world_features = 1; continue; }
         if (!strcmp(a, "--anchor-influence")) { o.anchor_influence = 1; continue; }
         if (!strcmp(a, "--quiet")) { o.verbose = 0; continue; }
         if (a[0] != '-') {

@@ -5,7 +5,10 @@
  * pass written here with plain loops from the model file's tensors (features,
  * MLPs, PCA layer, anchor mini-networks, LBS), the reconstruction done by the
  * sparse solver; training is run twice with one seed (identical files) and
- * once interrupted + resumed from a checkpoint (identical again).
+ * once interrupted + resumed from a checkpoint (identical again). Local
+ * joint features are computed here from the world matrices and the file's
+ * joint_parents; a world-feature model (no joint_parents) still serves. The
+ * last-layer refit is checked against a dense least-squares solve.
  */
 #include "dftest.h"
 #include "df.h"
@@ -145,8 +148,29 @@ static void offline(const df_st_t *st, const float *world, const float *ctl, flo
     int V = (int)rp->shape[0], J = (int)ib->shape[0], K = (int)sj->shape[1], P = (int)pb->shape[1];
     int A = (int)av->shape[0], C = (int)df_st_find(st, "control_ranges")->shape[0], F = 12 * J + C;
     const float *fm = T(st, "feature_mean"), *fs = T(st, "feature_scale");
-    double x[512], z[512];
-    for (int i = 0; i < F; i++) x[i] = ((i < 12 * J ? world[i] : ctl[i - 12 * J]) - fm[i]) * fs[i];
+    const int32_t *par = (const int32_t *)T(st, "joint_parents"); /* NULL: world features */
+    double x[512], z[512], loc[12 * 64];
+    for (int j = 0; j < J; j++) {
+        const float *M = world + j * 12;
+        if (!par || par[j] < 0) {
+            for (int e = 0; e < 12; e++) loc[j * 12 + e] = M[e];
+            continue;
+        }
+        /* local = world_p^-1 world_j; for a rotation+translation parent
+         * (the tiny rig's joints have unit scale) world_p^-1 = [R^T | -R^T t] */
+        const float *Pm = world + par[j] * 12;
+        for (int a = 0; a < 3; a++) {
+            for (int b = 0; b < 3; b++) {
+                double q = 0;
+                for (int k = 0; k < 3; k++) q += (double)Pm[k * 4 + a] * M[k * 4 + b];
+                loc[j * 12 + a * 4 + b] = q;
+            }
+            double q = 0;
+            for (int k = 0; k < 3; k++) q += (double)Pm[k * 4 + a] * (M[k * 4 + 3] - Pm[k * 4 + 3]);
+            loc[j * 12 + a * 4 + 3] = q;
+        }
+    }
+    for (int i = 0; i < F; i++) x[i] = ((i < 12 * J ? loc[i] : ctl[i - 12 * J]) - fm[i]) * fs[i];
     int nl = atoi(df_st_meta(st, "net_layers")), al = atoi(df_st_meta(st, "anchor_layers")), n;
     mlp_loops(st, "net", nl, x, F, z, &n);
     const float *U = pb->data, *mu = T(st, "pca_mean");
@@ -188,11 +212,11 @@ static void offline(const df_st_t *st, const float *world, const float *ctl, flo
     free(delta), free(nlo), free(ap), free(work);
 }
 
-static void test_served_equals_offline(void)
+static void served_equals_offline(const char *model)
 {
     df_error_t err = {0};
     df_st_t *st = NULL;
-    DF_CHECK(df_st_open(path("ra_a.safetensors"), NULL, &st, &err) == 0);
+    DF_CHECK(df_st_open(path(model), NULL, &st, &err) == 0);
     df_rigdata_t d;
     DF_CHECK(df_rigdata_open(path("ra_tiny.safetensors"), &d, &err) == 0);
     if (!st || !d.st) return;
@@ -203,7 +227,7 @@ static void test_served_equals_offline(void)
     const char *params[2] = {"{\"reconstruction\": \"dense\"}", "{\"reconstruction\": \"sparse\"}"};
     for (int pi = 0; pi < 2; pi++) {
         df_model_t *m = NULL;
-        int rc = df_model_open(path("ra_a.safetensors"), "rigapprox", params[pi], NULL, &m, &err);
+        int rc = df_model_open(path(model), "rigapprox", params[pi], NULL, &m, &err);
         DF_CHECK_MSG(rc == 0, "%s", err.msg);
         if (rc) continue;
         DF_CHECK(df_model_n_vertices(m) == V);
@@ -245,12 +269,167 @@ static void test_served_equals_offline(void)
         bt.n = 1, bt.in[ij] = pj, bt.out[op] = po;
         DF_CHECK(df_model_evaluate(m, &bt, sc, &err) == DF_EINVAL);
         DF_CHECK(strstr(err.msg, "joint_matrices") != NULL);
+        /* a singular parent matrix (local features need its inverse) */
+        const df_tensor_t *jp = df_st_find(st, "joint_parents");
+        if (jp) {
+            const int32_t *par = jp->data;
+            int64_t pj0 = -1;
+            for (int64_t j = 0; j < d.nj; j++)
+                if (par[j] >= 0) pj0 = par[j];
+            DF_CHECK(pj0 >= 0);
+            memcpy(bad, d.joints, sizeof(float) * 12 * d.nj);
+            for (int e = 0; e < 12; e++) bad[pj0 * 12 + e] = 0;
+            DF_CHECK(df_model_evaluate(m, &bt, sc, &err) == DF_EINVAL);
+            DF_CHECK_MSG(strstr(err.msg, "joint_matrices") && strstr(err.msg, "singular"), "%s", err.msg);
+        }
         df_scratch_free(&sc);
         df_model_unref(&m);
     }
     free(ref), free(got);
     df_rigdata_close(&d);
     df_st_close(&st);
+}
+
+/* Local joint features (default: the model stores joint_parents) and the
+ * older world-feature models (no joint_parents) both serve what the loops
+ * compute; the local model's parents are the rig's hierarchy. */
+static void test_served_equals_offline(void)
+{
+    df_error_t err = {0};
+    df_st_t *st = NULL;
+    DF_CHECK(df_st_open(path("ra_a.safetensors"), NULL, &st, &err) == 0);
+    const df_tensor_t *jp = st ? df_st_find(st, "joint_parents") : NULL;
+    DF_CHECK(jp && jp->dtype == DF_DT_I32 && jp->shape[0] == 3);
+    if (jp) {
+        const int32_t *p = jp->data; /* df_refrig_tiny: a chain 0 <- 1 <- 2 */
+        DF_CHECK(p[0] == -1 && p[1] == 0 && p[2] == 1);
+    }
+    DF_CHECK(st && !strcmp(df_st_meta(st, "format_version"), "2"));
+    df_st_close(&st);
+    served_equals_offline("ra_a.safetensors");
+    df_rigdata_t d;
+    if (df_rigdata_open(path("ra_tiny.safetensors"), &d, &err)) return;
+    df_ratrain_opts_t o;
+    small_opts(&o);
+    o.world_features = 1;
+    DF_CHECK(df_rigapprox_train(&d, &o, path("ra_w.safetensors"), NULL, &err) == 0);
+    df_rigdata_close(&d);
+    DF_CHECK(df_st_open(path("ra_w.safetensors"), NULL, &st, &err) == 0);
+    DF_CHECK(st && !df_st_find(st, "joint_parents") && !strcmp(df_st_meta(st, "format_version"), "1"));
+    df_st_close(&st);
+    served_equals_offline("ra_w.safetensors");
+}
+
+/* The position-space refit of the last layer is the least-squares optimum:
+ * it equals a dense solve of the normal equations of
+ *   sum_i |G (W h_i + b) - r_i|^2 + lambda |G W|_F^2,  lambda = ridge tr(H^T H)/Hd
+ * over every entry of (W, b) at once, built here from the Jacobian. */
+static int dense_solve(int n, double *A, double *y)
+{
+    for (int c = 0; c < n; c++) {
+        int piv = c;
+        for (int r = c + 1; r < n; r++)
+            if (fabs(A[r * n + c]) > fabs(A[piv * n + c])) piv = r;
+        if (fabs(A[piv * n + c]) < 1e-300) return -1;
+        for (int k = 0; k < n; k++) { double q = A[c * n + k]; A[c * n + k] = A[piv * n + k]; A[piv * n + k] = q; }
+        double q = y[c]; y[c] = y[piv]; y[piv] = q;
+        for (int r = c + 1; r < n; r++) {
+            double f = A[r * n + c] / A[c * n + c];
+            for (int k = c; k < n; k++) A[r * n + k] -= f * A[c * n + k];
+            y[r] -= f * y[c];
+        }
+    }
+    for (int c = n - 1; c >= 0; c--) {
+        double q = y[c];
+        for (int k = c + 1; k < n; k++) q -= A[c * n + k] * y[k];
+        y[c] = q / A[c * n + c];
+    }
+    return 0;
+}
+
+static double refit_objective(int n, int Hd, const float *h, int D, const float *r, int P, const float *G,
+                              double lambda, const double *W, const double *b)
+{
+    double e = 0;
+    for (int i = 0; i < n; i++) {
+        double z[8];
+        for (int p = 0; p < P; p++) {
+            z[p] = b[p];
+            for (int j = 0; j < Hd; j++) z[p] += W[p * Hd + j] * h[i * Hd + j];
+        }
+        for (int k = 0; k < D; k++) {
+            double q = -r[i * D + k];
+            for (int p = 0; p < P; p++) q += G[k * P + p] * z[p];
+            e += q * q;
+        }
+    }
+    for (int k = 0; k < D; k++)
+        for (int j = 0; j < Hd; j++) {
+            double q = 0;
+            for (int p = 0; p < P; p++) q += G[k * P + p] * W[p * Hd + j];
+            e += lambda * q * q;
+        }
+    return e;
+}
+
+static void test_refit_optimal(void)
+{
+    enum { N = 150, HD = 6, D = 15, P = 4, NT = P * (HD + 1) };
+    float *h = malloc(sizeof(float) * N * HD), *r = malloc(sizeof(float) * N * D), G[D * P], W[P * HD], b[P];
+    df_rng_t g = {77};
+    for (int i = 0; i < D * P; i++) G[i] = (float)df_rng_normal(&g);
+    for (int i = 0; i < N * HD; i++) h[i] = (float)fmax(0, df_rng_normal(&g) + 0.3); /* ReLU-like */
+    for (int i = 0; i < N * D; i++) r[i] = (float)df_rng_normal(&g);
+    double ridges[2] = {0, 1e-2};
+    for (int ri = 0; ri < 2; ri++) {
+        df_error_t err = {0};
+        int rc = df__ra_refit_solve(N, HD, h, D, r, P, G, ridges[ri], W, b, &err);
+        DF_CHECK_MSG(rc == 0, "%s", err.msg);
+        double htr = 0;
+        for (int i = 0; i < N * HD; i++) htr += (double)h[i] * h[i];
+        double lambda = ridges[ri] * htr / HD;
+        /* theta = [W row-major (P x HD), b (P)] */
+        double *A = calloc(NT * NT, sizeof(double)), y[NT] = {0}, jr[NT];
+        for (int i = 0; i < N; i++)
+            for (int k = 0; k < D; k++) {
+                for (int p = 0; p < P; p++) {
+                    for (int j = 0; j < HD; j++) jr[p * HD + j] = G[k * P + p] * h[i * HD + j];
+                    jr[P * HD + p] = G[k * P + p];
+                }
+                for (int a = 0; a < NT; a++) {
+                    y[a] += jr[a] * r[i * D + k];
+                    for (int c = 0; c < NT; c++) A[a * NT + c] += jr[a] * jr[c];
+                }
+            }
+        for (int k = 0; k < D; k++) /* ridge rows sqrt(lambda) (G W)_kj */
+            for (int j = 0; j < HD; j++) {
+                for (int a = 0; a < NT; a++) jr[a] = 0;
+                for (int p = 0; p < P; p++) jr[p * HD + j] = G[k * P + p];
+                for (int a = 0; a < NT; a++)
+                    for (int c = 0; c < NT; c++) A[a * NT + c] += lambda * jr[a] * jr[c];
+            }
+        DF_CHECK(dense_solve(NT, A, y) == 0);
+        double mx = 0, sc = 0;
+        for (int a = 0; a < NT; a++) {
+            double got = a < P * HD ? W[a] : b[a - P * HD];
+            mx = fmax(mx, fabs(got - y[a]));
+            sc = fmax(sc, fabs(y[a]));
+        }
+        DF_CHECK_MSG(mx <= 1e-3 * sc, "ridge %g: refit vs dense solve %g (scale %g)", ridges[ri], mx, sc);
+        /* and no nearby (W, b) does better on the objective */
+        double Wd[P * HD], bd[P];
+        for (int a = 0; a < P * HD; a++) Wd[a] = W[a];
+        for (int p = 0; p < P; p++) bd[p] = b[p];
+        double e0 = refit_objective(N, HD, h, D, r, P, G, lambda, Wd, bd);
+        for (int t = 0; t < 20; t++) {
+            double Wp[P * HD], bp[P];
+            for (int a = 0; a < P * HD; a++) Wp[a] = Wd[a] + 1e-2 * df_rng_normal(&g);
+            for (int p = 0; p < P; p++) bp[p] = bd[p] + 1e-2 * df_rng_normal(&g);
+            DF_CHECK(refit_objective(N, HD, h, D, r, P, G, lambda, Wp, bp) >= e0 * (1 - 1e-6));
+        }
+        free(A);
+    }
+    free(h), free(r);
 }
 
 /* Baseline variants load and evaluate through the same kind. */
@@ -419,5 +598,6 @@ int main(void)
     DF_RUN(test_baseline_variants);
     DF_RUN(test_malformed_datasets);
     DF_RUN(test_joint_parents_inferred);
+    DF_RUN(test_refit_optimal);
     return dftest_exit();
 }
