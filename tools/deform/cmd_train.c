@@ -244,6 +244,24 @@ static int breakdown(const char *model_file, const char *data)
         if (m.anc_off[a + 1] - m.anc_off[a] > maxin) maxin = m.anc_off[a + 1] - m.anc_off[a];
     }
     float *awk = malloc(sizeof(float) * aw), *xi = malloc(sizeof(float) * maxin);
+    /* pieces: where the error is (the largest piece vs the small ones) */
+    int32_t *comp = malloc(sizeof(int32_t) * V);
+    int64_t *csz = calloc(V, sizeof(int64_t)), big = 0;
+    {
+        uint32_t *tw = NULL;
+        int64_t ntw = 0;
+        if (comp && csz && !df_rigapprox_weld(V, m.rest, m.nt, m.tris, &tw, &ntw, &e) &&
+            df_lap_components(V, ntw, tw, comp) > 0) {
+            for (int64_t v = 0; v < V; v++) csz[comp[v]]++;
+            for (int64_t c = 0; c < V; c++) if (csz[c] > csz[big]) big = c;
+        } else if (comp) {
+            for (int64_t v = 0; v < V; v++) comp[v] = 0;
+        }
+        free(tw);
+    }
+    double perr[5][2] = {{0}}, pmx[5][2] = {{0}};
+    int64_t pcount[2] = {0, 0}, wv[5] = {0}, wp[5] = {0};
+    for (int64_t v = 0; comp && v < V; v++) pcount[comp[v] != big]++;
     /* least-squares projection on the basis (not orthogonal when it is the
      * v_nl PCA mapped through L_s): Gram matrix, Cholesky once */
     for (int64_t k = 0; k < D; k++)
@@ -299,15 +317,22 @@ static int breakdown(const char *model_file, const char *data)
                                 (pos[v * 3 + 1] - gt[v * 3 + 1]) * (pos[v * 3 + 1] - gt[v * 3 + 1]) +
                                 (pos[v * 3 + 2] - gt[v * 3 + 2]) * (pos[v * 3 + 2] - gt[v * 3 + 2]));
                 err[c] += q;
-                if (q > mx[c]) mx[c] = q;
+                if (q > mx[c]) mx[c] = q, wv[c] = v, wp[c] = s;
+                int sm = comp[v] != big;
+                perr[c][sm] += q;
+                if (q > pmx[c][sm]) pmx[c][sm] = q;
             }
         }
     }
+    printf("%-40s %-28s %-22s %-22s %s\n", "", "all vertices", "largest piece", "other pieces", "worst vertex");
     for (int c = 0; c < 5; c++)
-        printf("%-40s mean %.4f %%  max %.3f %%\n", names[c], 100 * err[c] / ((double)d.n * V) / d.height,
-               100 * mx[c] / d.height);
+        printf("%-40s mean %.4f %%  max %.3f %%  %.4f %% / %.3f %%  %.4f %% / %.3f %%  v %lld (piece of %lld) pose %lld\n",
+               names[c], 100 * err[c] / ((double)d.n * V) / d.height, 100 * mx[c] / d.height,
+               100 * perr[c][0] / ((double)d.n * (pcount[0] ? pcount[0] : 1)) / d.height, 100 * pmx[c][0] / d.height,
+               100 * perr[c][1] / ((double)d.n * (pcount[1] ? pcount[1] : 1)) / d.height, 100 * pmx[c][1] / d.height,
+               (long long)wv[c], (long long)csz[comp[wv[c]]], (long long)wp[c]);
     free(T), free(nl), free(dt), free(dp), free(dj), free(apt), free(app), free(x), free(out), free(pos), free(act);
-    free(w), free(utu), free(z2), free(awk), free(xi);
+    free(w), free(utu), free(z2), free(awk), free(xi), free(comp), free(csz);
     df_lap_free(&lap);
     df_rigdata_close(&d);
     df_ramodel_release(&m);
