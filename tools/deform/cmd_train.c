@@ -9,7 +9,7 @@
  *         [--anchor-influence] [--pca-delta] [--no-refit]   (paper's choices; see docs)
  *         [--world-features]   (joint features as world matrices, the old default)
  *   deform train --evaluate REPO/NAME DATA.safetensors [--reconstruction dense|sparse]
- *         [--heatmap OUT.ppm --pose I] [--errors OUT.npy] [--positions OUT.npy]
+ *         [--heatmap OUT.ppm --pose I [--heatmap-max PCT]] [--errors OUT.npy] [--positions OUT.npy]
  *   deform train --breakdown MODEL.safetensors DATA.safetensors   (error sources of an 'ours' model)
  *
  * Training writes REPO/NAME/config.json and REPO/NAME/1/model.safetensors
@@ -38,7 +38,7 @@ static int usage(void)
             "         [--patience E] [--seed S] [--checkpoint FILE [--resume]] [--time-limit S] [--quiet]\n"
             "         [--anchor-influence] [--pca-delta] [--no-refit] [--world-features]\n"
             "       deform train --evaluate REPO/NAME DATA.safetensors [--reconstruction dense|sparse]\n"
-            "         [--heatmap OUT.ppm --pose I] [--errors OUT.npy] [--positions OUT.npy]\n"
+            "         [--heatmap OUT.ppm --pose I [--heatmap-max PCT]] [--errors OUT.npy] [--positions OUT.npy]\n"
             "       deform train --breakdown MODEL.safetensors DATA.safetensors\n");
     return 2;
 }
@@ -87,6 +87,8 @@ static int write_heatmap(const char *path, const float *pos, int64_t nv, const f
     (void)path;
     return 0;
 }
+
+static double heat_max_pct = 2.0; /* --heatmap-max: red = this % of the height */
 
 static int evaluate(const char *model_dir, const char *data, const char *recon, const char *heatmap, int pose,
                     const char *errors_npy, const char *pos_npy)
@@ -181,11 +183,11 @@ static int evaluate(const char *model_dir, const char *data, const char *recon, 
             if (df_npy_write_f32(pos_npy, 3, sh, allp, &err)) fprintf(stderr, "deform train: %s\n", err.msg);
         }
         if (heatmap && pose >= 0 && pose < d.n) {
-            /* left: ground truth coloured by error; scale: 2 % of height */
+            /* ground truth coloured by error; scale: heat_max_pct % of height */
             int W = 400, H = 600;
             unsigned char *img = calloc((size_t)2 * W * H * 3, 1);
             memset(img, 255, (size_t)2 * W * H * 3);
-            write_heatmap(heatmap, d.positions + (int64_t)pose * V * 3, V, verr, 0.02 * d.height, 0, W, H, img);
+            write_heatmap(heatmap, d.positions + (int64_t)pose * V * 3, V, verr, heat_max_pct / 100 * d.height, 0, W, H, img);
             FILE *f = fopen(heatmap, "wb");
             if (f) {
                 fprintf(f, "P6\n%d %d\n255\n", W, H);
@@ -371,6 +373,13 @@ int cmd_train(int argc, char **argv)
         else if (!strcmp(a, "--positions")) posn = v;
         else if (!strcmp(a, "--breakdown")) brk = v;
         else if (!strcmp(a, "--pose")) pose = atoi(v);
+        else if (!strcmp(a, "--heatmap-max")) {
+            heat_max_pct = atof(v);
+            if (!(heat_max_pct > 0 && heat_max_pct <= 100)) {
+                fprintf(stderr, "deform train: --heatmap-max wants a percentage in (0, 100]\n");
+                return 2;
+            }
+        }
         else if (!strcmp(a, "--variant")) {
             o.variant = !strcmp(v, "ours") ? DF_RA_OURS : !strcmp(v, "local") ? DF_RA_LOCAL
                       : !strcmp(v, "pcalr") ? DF_RA_PCALR : !strcmp(v, "lbs") ? DF_RA_LBS : -1;
