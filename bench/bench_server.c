@@ -10,8 +10,11 @@
  *       overhead.
  *   bench_server run --port P --proto json|bin|sock|fixed-http|fixed-sock
  *                    --conns N --secs S --chars a,b --weights M [--pid PID]
- *       N closed-loop connections (one request in flight each, one thread
- *       each, raw sockets: no client library overhead), characters assigned
+ *                    [--threads T]
+ *       N closed-loop connections (one request in flight each, raw
+ *       non-blocking sockets driven by epoll from T threads (default 1):
+ *       no client library, and the generator's own CPU use stays small
+ *       next to the server's on a shared machine), characters assigned
  *       round-robin. Prints one line: proto, conns, requests, req/s, p50,
  *       p99, p99.9 latency (µs), errors, and, given --pid, the server's CPU
  *       time per request (µs) from /proc/PID/stat.
@@ -32,6 +35,8 @@
 #include <assimp/postprocess.h>
 #include <assimp/scene.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <sys/epoll.h>
 #include <math.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -114,9 +119,10 @@ static int write_model(const char *path, int64_t nv, float *pos, int64_t nt, uin
     return rc;
 }
 
-static int mkrepo(const char *dir)
+/* One triangle mesh of an asset (first mesh, identical vertices joined). */
+static int load_mesh(const char *asset, int64_t *nv_out, float **pos_out, int64_t *nt_out,
+                     uint32_t **tri_out)
 {
-    const char *asset = "/usr/share/assimp/models/OBJ/WusonOBJ.obj";
     const struct aiScene *sc = aiImportFile(asset, aiProcess_Triangulate | aiProcess_JoinIdenticalVertices);
     if (!sc || sc->mNumMeshes < 1) {
         fprintf(stderr, "cannot import %s\n", asset);
@@ -136,6 +142,20 @@ static int mkrepo(const char *dir)
             for (int k = 0; k < 3; k++) tri[nt * 3 + k] = m->mFaces[f].mIndices[k];
             nt++;
         }
+    aiReleaseImport(sc);
+    *nv_out = nv;
+    *pos_out = pos;
+    *nt_out = nt;
+    *tri_out = tri;
+    return 0;
+}
+
+static int mkrepo(const char *dir)
+{
+    int64_t nv, nt;
+    float *pos;
+    uint32_t *tri;
+    if (load_mesh("/usr/share/assimp/models/OBJ/WusonOBJ.obj", &nv, &pos, &nt, &tri)) return 1;
     char p[2048];
     snprintf(p, sizeof p, "mkdir -p '%s/face/1' '%s/tiny/1'", dir, dir);
     if (system(p)) return 1;
@@ -145,7 +165,6 @@ static int mkrepo(const char *dir)
     if (system(p)) return 1;
     snprintf(p, sizeof p, "%s/bigface/1/model.safetensors", dir);
     if (write_model(p, nv, pos, nt, tri, 1024, 0.02f, 3)) return 1;
-    aiReleaseImport(sc);
     /* tiny: a 10x12 grid */
     int gx = 10, gy = 12;
     int64_t tv = gx * gy, tt = 0;
@@ -184,6 +203,27 @@ static int mkrepo(const char *dir)
     printf("repository %s: face/bigface %lld vertices 256/1024 morphs, tiny %lld vertices\n", dir, (long long)nv,
            (long long)tv);
     free(pos); free(tri); free(tp); free(ti);
+    /* "head": the dense PLY scan of the same character (11154 vertices)
+     * with 512 targets (68 MB of deltas, more than the last-level cache:
+     * one pose streams them from memory, a batch reuses them) */
+    if (load_mesh("/usr/share/assimp/models/PLY/Wuson.ply", &nv, &pos, &nt, &tri)) return 1;
+    snprintf(p, sizeof p, "mkdir -p '%s/head/1'", dir);
+    if (system(p)) return 1;
+    float lo[3] = {1e30f, 1e30f, 1e30f}, hi[3] = {-1e30f, -1e30f, -1e30f};
+    for (int64_t v = 0; v < nv; v++)
+        for (int c = 0; c < 3; c++) {
+            lo[c] = fminf(lo[c], pos[v * 3 + c]);
+            hi[c] = fmaxf(hi[c], pos[v * 3 + c]);
+        }
+    float diag = sqrtf((hi[0] - lo[0]) * (hi[0] - lo[0]) + (hi[1] - lo[1]) * (hi[1] - lo[1]) +
+                       (hi[2] - lo[2]) * (hi[2] - lo[2]));
+    snprintf(p, sizeof p, "%s/head/1/model.safetensors", dir);
+    if (write_model(p, nv, pos, nt, tri, 512, 0.02f * diag, 3)) return 1;
+    snprintf(p, sizeof p, "%s/head/config.json", dir);
+    wfile(p, "{\"kind\":\"rigged\",\"max_batch_size\":64,\"max_queue_delay_us\":2000,"
+             "\"max_queue_length\":4096,\"characters\":{\"head_a\":{},\"head_b\":{}}}");
+    printf("repository %s: head %lld vertices 512 morphs\n", dir, (long long)nv);
+    free(pos); free(tri);
     return 0;
 }
 
@@ -218,34 +258,6 @@ static int connect_to(int port)
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     return fd;
-}
-
-static int write_all(int fd, const char *p, size_t n)
-{
-    while (n) {
-        ssize_t k = write(fd, p, n);
-        if (k <= 0) {
-            if (k < 0 && errno == EINTR) continue;
-            return -1;
-        }
-        p += k;
-        n -= (size_t)k;
-    }
-    return 0;
-}
-
-static int read_all(int fd, char *p, size_t n)
-{
-    while (n) {
-        ssize_t k = read(fd, p, n);
-        if (k <= 0) {
-            if (k < 0 && errno == EINTR) continue;
-            return -1;
-        }
-        p += k;
-        n -= (size_t)k;
-    }
-    return 0;
 }
 
 static void build_request(worker_t *w)
@@ -313,85 +325,184 @@ static void build_request(worker_t *w)
     free(wt);
 }
 
-/* One HTTP response: returns status or -1. */
-static int http_response(worker_t *w, int fd)
+/* ---- event-driven closed loop: T threads, each drives its share of the
+ * connections with epoll (non-blocking sockets), so 64 connections cost
+ * the machine a few threads, not 64 (the load generator shares the cores
+ * with the server under test). Each connection: write the request, read
+ * one whole answer, record the latency, repeat until the end time. */
+
+typedef struct {
+    worker_t *w;               /* request, latencies, buffer */
+    int fd;
+    size_t sent, have, need;   /* need: total answer bytes once known */
+    uint64_t id;
+    double t0;
+    int done;
+} lconn_t;
+
+/* Bytes of a whole answer in c->w->buf[0..have), or 0 while unknown; -1 on
+ * a malformed answer. *status gets the HTTP status / frame type. */
+static long answer_size(const lconn_t *c, int *status)
 {
-    size_t have = 0;
-    char *hend = NULL;
-    for (;;) {
-        if (have + 4096 > w->buf_cap) {
-            w->buf_cap = w->buf_cap * 2 + 65536;
-            w->buf = realloc(w->buf, w->buf_cap);
-        }
-        ssize_t k = read(fd, w->buf + have, w->buf_cap - have - 1);
-        if (k <= 0) return -1;
-        have += (size_t)k;
-        w->buf[have] = 0;
-        hend = strstr(w->buf, "\r\n\r\n");
-        if (hend) break;
+    const worker_t *w = c->w;
+    if (w->proto == P_SOCK || w->proto == P_FSOCK) {
+        if (c->have < 24) return 0;
+        uint32_t len;
+        uint16_t type;
+        memcpy(&len, w->buf + 20, 4);
+        memcpy(&type, w->buf + 6, 2);
+        *status = type == DF_FT_RESULT ? 200 : 500;
+        return 24 + (long)len;
     }
-    int status = atoi(w->buf + 9);
+    w->buf[c->have] = 0;
+    char *hend = strstr(w->buf, "\r\n\r\n");
+    if (!hend) return 0;
+    *status = atoi(w->buf + 9);
     char *cl = strcasestr(w->buf, "\r\ncontent-length:");
     if (!cl || cl > hend) return -1;
-    size_t len = (size_t)atol(cl + 17);
-    size_t hdr = (size_t)(hend + 4 - w->buf);
-    size_t total = hdr + len;
-    if (total + 1 > w->buf_cap) {
-        w->buf_cap = total + 65536;
-        w->buf = realloc(w->buf, w->buf_cap);
-    }
-    if (have < total && read_all(fd, w->buf + have, total - have)) return -1;
-    if (have > total) return -1; /* no pipelining here */
-    return status;
+    return (long)(hend + 4 - w->buf) + atol(cl + 17);
 }
 
-static void *worker_main(void *arg)
+static int lconn_send(lconn_t *c)
 {
-    worker_t *w = arg;
-    build_request(w);
-    int fd = connect_to(w->port);
-    if (fd < 0) {
-        w->errors++;
-        return NULL;
+    worker_t *w = c->w;
+    if (c->sent == 0) {
+        if (w->proto == P_SOCK || w->proto == P_FSOCK) memcpy(w->req + 12, &c->id, 8);
+        c->id++;
+        c->t0 = now_s();
+        c->have = 0;
+        c->need = 0;
     }
-    uint64_t id = 1;
-    char hdr[24];
-    while (now_s() < w->end) {
-        double t0 = now_s();
-        int ok;
-        if (w->proto == P_SOCK || w->proto == P_FSOCK) {
-            memcpy(w->req + 12, &id, 8);
-            id++;
-            if (write_all(fd, w->req, w->req_len) || read_all(fd, hdr, 24)) { w->errors++; break; }
-            uint32_t len;
-            uint16_t type;
-            memcpy(&len, hdr + 20, 4);
-            memcpy(&type, hdr + 6, 2);
-            if (len + 8 > w->buf_cap) {
-                w->buf_cap = len + 65536;
-                w->buf = realloc(w->buf, w->buf_cap);
-            }
-            if (read_all(fd, w->buf, len)) { w->errors++; break; }
-            ok = type == DF_FT_RESULT;
-        } else {
-            if (write_all(fd, w->req, w->req_len)) { w->errors++; break; }
-            int st = http_response(w, fd);
-            if (st < 0) { w->errors++; break; }
-            ok = st == 200;
+    while (c->sent < w->req_len) {
+        ssize_t k = write(c->fd, w->req + c->sent, w->req_len - c->sent);
+        if (k < 0 && errno == EINTR) continue;
+        if (k < 0 && errno == EAGAIN) return 1; /* wait for EPOLLOUT */
+        if (k <= 0) return -1;
+        c->sent += (size_t)k;
+    }
+    return 0;
+}
+
+/* Readable: returns 1 when an answer completed, 0 when more is needed, -1
+ * on error. */
+static int lconn_recv(lconn_t *c)
+{
+    worker_t *w = c->w;
+    for (;;) {
+        if (c->have + 65536 > w->buf_cap) {
+            w->buf_cap = w->buf_cap * 2 + 131072;
+            w->buf = realloc(w->buf, w->buf_cap);
         }
-        double t1 = now_s();
-        if (!ok) {
+        ssize_t k = read(c->fd, w->buf + c->have, w->buf_cap - c->have - 1);
+        if (k < 0 && errno == EINTR) continue;
+        if (k < 0 && errno == EAGAIN) return 0;
+        if (k <= 0) return -1;
+        c->have += (size_t)k;
+        int status = 0;
+        if (!c->need) {
+            long n = answer_size(c, &status);
+            if (n < 0) return -1;
+            c->need = (size_t)n;
+        }
+        if (c->need && c->have >= c->need) {
+            if (c->have > c->need) return -1; /* one answer in flight: no extra bytes */
+            answer_size(c, &status);
+            double t1 = now_s();
+            if (status != 200) {
+                w->errors++;
+                if (w->errors < 3) fprintf(stderr, "error response: %.200s\n", w->buf);
+            } else {
+                if (w->n == w->cap) {
+                    w->cap = w->cap * 2 + 4096;
+                    w->lat = realloc(w->lat, w->cap * sizeof(double));
+                }
+                w->lat[w->n++] = (t1 - c->t0) * 1e6;
+            }
+            return 1;
+        }
+    }
+}
+
+typedef struct {
+    worker_t *w;   /* this thread's connections' workers */
+    int n;
+} lthread_t;
+
+static void *lthread_main(void *arg)
+{
+    lthread_t *lt = arg;
+    int ep = epoll_create1(0);
+    lconn_t *cs = calloc((size_t)lt->n, sizeof *cs);
+    int live = 0;
+    for (int i = 0; i < lt->n; i++) {
+        worker_t *w = &lt->w[i];
+        build_request(w);
+        cs[i].w = w;
+        cs[i].id = 1;
+        cs[i].fd = connect_to(w->port);
+        if (cs[i].fd < 0) {
             w->errors++;
-            if (w->errors < 3) fprintf(stderr, "error response: %.200s\n", w->buf);
+            cs[i].done = 1;
             continue;
         }
-        if (w->n == w->cap) {
-            w->cap = w->cap * 2 + 4096;
-            w->lat = realloc(w->lat, w->cap * sizeof(double));
-        }
-        w->lat[w->n++] = (t1 - t0) * 1e6;
+        fcntl(cs[i].fd, F_SETFL, fcntl(cs[i].fd, F_GETFL) | O_NONBLOCK);
+        struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &cs[i]};
+        epoll_ctl(ep, EPOLL_CTL_ADD, cs[i].fd, &ev);
+        live++;
     }
-    close(fd);
+    double end = lt->n ? lt->w[0].end : 0;
+    for (int i = 0; i < lt->n; i++) {
+        if (cs[i].done) continue;
+        int r = lconn_send(&cs[i]);
+        if (r < 0) { cs[i].w->errors++; cs[i].done = 1; live--; }
+        else if (r > 0) {
+            struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT, .data.ptr = &cs[i]};
+            epoll_ctl(ep, EPOLL_CTL_MOD, cs[i].fd, &ev);
+        }
+    }
+    struct epoll_event evs[128];
+    while (live > 0) {
+        int n = epoll_wait(ep, evs, 128, 100);
+        if (n < 0 && errno == EINTR) continue;
+        for (int k = 0; k < n; k++) {
+            lconn_t *c = evs[k].data.ptr;
+            if (c->done) continue;
+            int r = 0;
+            if (evs[k].events & EPOLLOUT) {
+                r = lconn_send(c);
+                if (r == 0) {
+                    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
+                    epoll_ctl(ep, EPOLL_CTL_MOD, c->fd, &ev);
+                }
+            }
+            if (r >= 0 && (evs[k].events & (EPOLLIN | EPOLLERR | EPOLLHUP))) {
+                r = lconn_recv(c);
+                if (r == 1) {
+                    c->sent = 0;
+                    if (now_s() >= end) {
+                        c->done = 1;
+                        live--;
+                        continue;
+                    }
+                    r = lconn_send(c);
+                    if (r > 0) {
+                        struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT, .data.ptr = c};
+                        epoll_ctl(ep, EPOLL_CTL_MOD, c->fd, &ev);
+                    }
+                }
+            }
+            if (r < 0) {
+                c->w->errors++;
+                c->done = 1;
+                live--;
+            }
+        }
+        if (n == 0 && now_s() > end + 30) break; /* a server that stopped answering */
+    }
+    for (int i = 0; i < lt->n; i++)
+        if (cs[i].fd >= 0) close(cs[i].fd);
+    close(ep);
+    free(cs);
     return NULL;
 }
 
@@ -421,7 +532,7 @@ static double proc_cpu_s(int pid)
 
 static int run(int argc, char **argv)
 {
-    int port = 0, conns = 16, pid = 0, weights = 4, proto = P_BIN;
+    int port = 0, conns = 16, pid = 0, weights = 4, proto = P_BIN, lthreads = 1;
     double secs = 5;
     const char *chars = "tiny_a,tiny_b", *pname = "bin";
     for (int i = 2; i + 1 < argc; i += 2) {
@@ -430,6 +541,7 @@ static int run(int argc, char **argv)
         else if (!strcmp(argv[i], "--secs")) secs = atof(argv[i + 1]);
         else if (!strcmp(argv[i], "--pid")) pid = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--weights")) weights = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--threads")) lthreads = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--chars")) chars = argv[i + 1];
         else if (!strcmp(argv[i], "--proto")) {
             pname = argv[i + 1];
@@ -443,20 +555,28 @@ static int run(int argc, char **argv)
     int nn = 0;
     for (char *t = strtok(cl, ","); t && nn < 64; t = strtok(NULL, ",")) names[nn++] = t;
     worker_t *w = calloc((size_t)conns, sizeof *w);
-    pthread_t *th = calloc((size_t)conns, sizeof *th);
+    if (lthreads < 1) lthreads = 1;
+    if (lthreads > conns) lthreads = conns;
+    pthread_t *th = calloc((size_t)lthreads, sizeof *th);
+    lthread_t *lt = calloc((size_t)lthreads, sizeof *lt);
     double t0 = now_s(), c0 = proc_cpu_s(pid);
-    for (int i = 0; i < conns; i++) {
+    for (int i = 0; i < conns; i++)
         w[i] = (worker_t){.id = i, .port = port, .proto = proto, .weights = weights,
                           .character = names[i % nn], .end = t0 + secs};
-        pthread_create(&th[i], NULL, worker_main, &w[i]);
+    for (int k = 0, first = 0; k < lthreads; k++) {
+        int n = conns / lthreads + (k < conns % lthreads);
+        lt[k] = (lthread_t){.w = w + first, .n = n};
+        first += n;
+        pthread_create(&th[k], NULL, lthread_main, &lt[k]);
     }
     size_t total = 0;
     int errors = 0;
+    for (int k = 0; k < lthreads; k++) pthread_join(th[k], NULL);
     for (int i = 0; i < conns; i++) {
-        pthread_join(th[i], NULL);
         total += w[i].n;
         errors += w[i].errors;
     }
+    free(lt);
     double el = now_s() - t0, c1 = proc_cpu_s(pid);
     double *all = malloc((total ? total : 1) * sizeof(double));
     size_t k = 0;

@@ -22,7 +22,7 @@ OUT=$B/bench/server_results.txt
 REPO=$B/bench/server_repo
 LG=$B/bench/bench_server
 mkdir -p "$B/bench"
-[ -f "$REPO/bigface/1/model.safetensors" ] || "$LG" mkrepo "$REPO" || exit 1
+[ -f "$REPO/head/1/model.safetensors" ] || "$LG" mkrepo "$REPO" || exit 1
 pids=()
 cleanup() { for p in "${pids[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null; done; }
 trap cleanup EXIT

@@ -294,6 +294,7 @@ int df_kind_register(const df_kind_t *k);
  *   "parameters": { ... kind specific ... },
  *   "max_batch_size": 32, "max_queue_delay_us": 500,
  *   "max_queue_length": 1024, "timeout_us": 5000000,
+ *   "inline_max_us": 20,
  *   "characters": { "alice": { "defaults": { "weights": [..] },
  *                              "skinning": "dqs", "encoding": "float16" } } }
  */
@@ -319,6 +320,10 @@ typedef struct df_model_config {
     int64_t max_queue_delay_us; /* default 500 */
     int max_queue_length;    /* default 1024 */
     int64_t timeout_us;      /* default 10 s */
+    int64_t inline_max_us;   /* default 20: a request whose evaluation
+                              * costs at most this (measured at load) runs
+                              * on the front's thread when the model's
+                              * queue is empty; 0 = always queue */
     int n_characters;        /* 0: served under the model's own name */
     df_character_t *characters; /* owned */
 } df_model_config_t;

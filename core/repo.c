@@ -227,6 +227,7 @@ int df__repo_parse_config(const char *text, size_t len, const char *name,
     cfg->max_queue_delay_us = 500;
     cfg->max_queue_length = 1024;
     cfg->timeout_us = 10000000;
+    cfg->inline_max_us = 20;
     char where[DF_NAME_MAX + 32];
     snprintf(where, sizeof where, "%s/config.json", cfg->name);
 
@@ -274,6 +275,8 @@ int df__repo_parse_config(const char *text, size_t len, const char *name,
     cfg->max_queue_length = (int)x;
     if ((rc = get_int(root, "timeout_us", 1, (int64_t)3600 * 1000000,
                       &cfg->timeout_us, where, err)))
+        goto fail;
+    if ((rc = get_int(root, "inline_max_us", 0, 1000000, &cfg->inline_max_us, where, err)))
         goto fail;
 
     json_t *chars = json_object_get(root, "characters");

@@ -141,6 +141,7 @@ int df_server_submit(df_server_t *s, df_job_t *job, df_error_t *err)
     df_error_t e = {0};
     char sh[96], sh2[96];
     job->status = DF_OK;
+    job->ran_inline = 0;
     job->err.code = 0;
     job->err.msg[0] = 0;
     if (!job->done) {
@@ -376,6 +377,14 @@ int df_server_submit(df_server_t *s, df_job_t *job, df_error_t *err)
         df_error_set(&e, DF_EOVERLOAD, "model '%s' is overloaded: %d requests queued (max %d)",
                      me->name, ql, ld->max_queue_length);
         return reject(s, job, DF_EOVERLOAD, &e, err);
+    }
+    /* Inline: a request cheaper than the hand-off to a worker, for a model
+     * with nothing queued (so it overtakes no one), runs right here. */
+    if (job->allow_inline && p->B <= ld->inline_poses && me->head == NULL) {
+        s->inflight++;
+        pthread_mutex_unlock(&s->mu);
+        df__run_inline(s, job);
+        return DF_OK;
     }
     p->next = NULL;
     int was_empty = me->head == NULL;

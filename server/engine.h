@@ -42,6 +42,10 @@ typedef struct df__loaded {
     int max_queue_length;
     int64_t timeout_us;
     float lo[3], hi[3];          /* rest bbox */
+    int64_t single_ns;           /* one default pose, measured at load (min
+                                  * of 3; -1: not measured / too slow) */
+    int inline_poses;            /* run requests of <= this many poses on
+                                  * the front's thread (0: never) */
 } df__loaded_t;
 
 typedef struct df__mentry {
@@ -52,6 +56,8 @@ typedef struct df__mentry {
     /* queue, guarded by s->mu */
     df_job_t *head, *tail;
     int q_jobs, q_poses;
+    int split_ready;             /* the rest of a batch split between idle
+                                  * workers: ready now (worker.c) */
     /* metrics, guarded by s->mu */
     uint64_t n_success, n_failure, n_batches, n_batch_mixed, n_poses;
     uint64_t queue_us_sum, compute_us_sum;
@@ -123,6 +129,10 @@ int df__workers_start(df_server_t *s, df_error_t *err);
 void df__workers_stop(df_server_t *s);
 /* Complete a job (not under s->mu): metrics, release, callback. */
 void df__job_complete(df_server_t *s, df_job_t *job);
+/* Evaluate one validated job on the calling thread (its thread-local
+ * worker state): metrics, release of the version, s->inflight--; done()
+ * is not called. The caller counted it in s->inflight. */
+void df__run_inline(df_server_t *s, df_job_t *job);
 
 /* metrics.c (under s->mu) */
 void df__metrics_batch(df__mentry_t *me, int poses, int mixed);

@@ -574,6 +574,8 @@ static enum MHD_Result h_static(req_t *q)
 
 /* ------------------------------------------------------------- inference */
 
+static enum MHD_Result finish_infer(req_t *q);
+
 static void job_done(df_job_t *job, void *user)
 {
     req_t *q = user;
@@ -629,7 +631,13 @@ static enum MHD_Result start_infer(req_t *q)
     }
     job->done = job_done;
     job->user = q;
+    job->allow_inline = 1;
     if (df_server_submit(h->srv, job, &e)) return send_df_error(q, &e);
+    if (job->ran_inline) {
+        /* evaluated on this thread: answer without suspending */
+        job->done = NULL;
+        return finish_infer(q);
+    }
     pthread_mutex_lock(&q->mu);
     int fin = q->finished;
     if (!fin) {
@@ -686,9 +694,9 @@ static enum MHD_Result finish_infer(req_t *q)
     char params[256];
     snprintf(params, sizeof params,
              "\"character\":\"%s\",\"queue_us\":%lld,\"compute_us\":%lld,\"batch_poses\":%d,"
-             "\"batch_requests\":%d,\"batch_characters\":%d",
+             "\"batch_requests\":%d,\"batch_characters\":%d,\"inline\":%s",
              q->name, (long long)job->queue_us, (long long)job->compute_us, job->batch_poses,
-             job->batch_requests, job->batch_characters);
+             job->batch_requests, job->batch_characters, job->ran_inline ? "true" : "false");
     if (df_kserve_write_response(&q->out, job->model_name, job->model_version, q->kreq.id, outs,
                                  job->n_outputs, params))
         return send_error(q, 500, "out of memory");

@@ -91,6 +91,8 @@ struct df_job {
     double clip_dt;
     df_job_done_cb done;          /* required */
     void *user;                   /* passed to done */
+    int allow_inline;             /* 1: the front can take the answer back
+                                   * inside df_server_submit (ran_inline) */
     uint64_t front_id;            /* free for the front (request id) */
 
     /* ---- results, valid in done() and after ---- */
@@ -103,6 +105,11 @@ struct df_job {
     int batch_poses;              /* poses in the batch it ran in */
     int batch_requests;           /* requests in that batch */
     int batch_characters;         /* distinct characters in that batch */
+    int ran_inline;               /* 1: evaluated on the caller's thread
+                                   * inside df_server_submit, which
+                                   * returned DF_OK; done() did NOT run and
+                                   * the job is the front's again (status
+                                   * may still be an evaluation error) */
 
     /* ---- engine private (server/engine.c) ---- */
     struct df__job_priv *priv;
@@ -114,7 +121,12 @@ df_job_t *df_job_new(df_server_t *s);
 /* Return a job to the pool (only while the front owns it). */
 void df_job_free(df_job_t **job);
 
-/* Validate and queue. Errors (done() will NOT run): DF_ENOTFOUND unknown
+/* Validate and queue. Cheap models run inline instead: when
+ * job->allow_inline, the model's measured single-pose cost times B is at
+ * most its inline_max_us and its queue is empty, the job is evaluated on
+ * the calling thread, ran_inline is set and done() never runs (no thread
+ * hop for work smaller than the hop itself; docs/server.md). Errors
+ * (done() will NOT run): DF_ENOTFOUND unknown
  * character; DF_EINVAL unknown input/output/clip, bad shape (the message
  * names the input and the expected shape), non-finite value; DF_ELIMIT too
  * many poses; DF_EOVERLOAD the model's queue is full; DF_ESHUTDOWN the

@@ -404,6 +404,8 @@ static char *info_json(df_sock_t *s, const char *name, df_error_t *err)
 
 /* ------------------------------------------------------------ INFER */
 
+static void finish_job(df_sock_t *s, req_t *r);
+
 static void on_job_done(df_job_t *job, void *user)
 {
     req_t *r = user;
@@ -536,6 +538,7 @@ static void handle_infer(df_sock_t *s, req_t *r)
     job->done = on_job_done;
     job->user = r;
     job->front_id = r->h.id;
+    job->allow_inline = 1;
     r->job = job;
     r->counted = 1;
     c->inflight++;
@@ -543,13 +546,16 @@ static void handle_infer(df_sock_t *s, req_t *r)
     s->pending++;
     pthread_mutex_unlock(&s->mu);
     rc = df_server_submit(s->srv, job, &err);
-    if (rc) {
+    if (rc || job->ran_inline) {
         pthread_mutex_lock(&s->mu);
         s->pending--;
         pthread_mutex_unlock(&s->mu);
+    }
+    if (rc) {
         df_job_free(&r->job);
         return req_error(r, rc, err.msg);
     }
+    if (job->ran_inline) finish_job(s, r); /* evaluated on this thread: answer now */
 }
 
 /* Loop thread: a job came back. Encode RESULT or ERROR and write it. */

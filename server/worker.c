@@ -24,6 +24,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 static int worker_grow(df__worker_t *w, int poses, int njobs)
 {
@@ -200,6 +203,82 @@ void df__job_complete(df_server_t *s, df_job_t *job)
     finish(s, job->priv->me, &job, 1, 0, 0, 0);
 }
 
+/* ---- inline evaluation (df_server_submit on a front's thread) ---- */
+
+static void worker_bufs_free(df__worker_t *w)
+{
+    df_scratch_free(&w->scratch);
+    for (int k = 0; k < DF_MAX_IO; k++) {
+        free(w->in[k]);
+        free(w->out[k]);
+        w->in[k] = NULL;
+        w->out[k] = NULL;
+    }
+    free(w->flags);
+    free(w->sink);
+    free(w->jobs);
+    w->flags = NULL;
+    w->sink = NULL;
+    w->jobs = NULL;
+    w->cap = w->jobs_cap = 0;
+    w->sink_cap = 0;
+}
+
+static pthread_key_t tl_key;
+static pthread_once_t tl_once = PTHREAD_ONCE_INIT;
+
+static void tl_free(void *p)
+{
+    df__worker_t *w = p;
+    worker_bufs_free(w);
+    free(w);
+}
+
+static void tl_init(void) { pthread_key_create(&tl_key, tl_free); }
+
+/* The calling thread's own worker state (scratch, pointer arrays), made on
+ * first use and freed when the thread exits. */
+static df__worker_t *tl_worker(df_server_t *s)
+{
+    pthread_once(&tl_once, tl_init);
+    df__worker_t *w = pthread_getspecific(tl_key);
+    if (!w) {
+        w = calloc(1, sizeof *w);
+        if (!w) return NULL;
+        w->id = -1;
+        w->scratch = df_scratch_new();
+        if (!w->scratch || worker_grow(w, 64, 64) || pthread_setspecific(tl_key, w)) {
+            tl_free(w);
+            return NULL;
+        }
+    }
+    w->s = s;
+    return w;
+}
+
+void df__run_inline(df_server_t *s, df_job_t *job)
+{
+    struct df__job_priv *q = job->priv;
+    df__worker_t *w = tl_worker(s);
+    int64_t t0 = df__now_ns();
+    if (w) run_batch(w, &job, 1);
+    else job->status = df_error_set(&job->err, DF_ENOMEM, "out of memory");
+    int64_t t1 = df__now_ns();
+    job->queue_us = (t0 - q->t_submit_ns) / 1000;
+    job->compute_us = (t1 - t0) / 1000;
+    job->batch_poses = q->B;
+    job->batch_requests = 1;
+    job->batch_characters = 1;
+    job->ran_inline = 1;
+    pthread_mutex_lock(&s->mu);
+    df__metrics_batch(q->me, q->B, 0);
+    df__metrics_job(q->me, job);
+    s->inflight--;
+    if (s->inflight <= 0) pthread_cond_broadcast(&s->idle_cv);
+    pthread_mutex_unlock(&s->mu);
+    df__loaded_unref(&q->ld);
+}
+
 /* Under s->mu: the next ready model, or NULL with *due set to the earliest
  * time one becomes ready (INT64_MAX when all queues are empty). */
 static df__mentry_t *pick(df_server_t *s, int64_t now, int64_t *due)
@@ -212,7 +291,8 @@ static df__mentry_t *pick(df_server_t *s, int64_t now, int64_t *due)
         if (!me->head) continue;
         df__loaded_t *ld = me->head->priv->ld;
         int64_t d = me->head->priv->t_submit_ns + ld->max_queue_delay_us * 1000;
-        if (me->q_poses >= ld->max_batch_size || now >= d || s->draining || s->stopping) {
+        if (me->q_poses >= ld->max_batch_size || now >= d || me->split_ready || s->draining ||
+            s->stopping) {
             s->rr = idx + 1;
             return me;
         }
@@ -225,6 +305,13 @@ static void *worker_main(void *arg)
 {
     df__worker_t *w = arg;
     df_server_t *s = w->s;
+    /* Workers run batches of milliseconds; the front threads run short
+     * bursts (read, decode, write). A lower priority for the workers lets
+     * the kernel preempt a batch the moment a front has bytes to move, so
+     * on a machine with no spare core answers go out and requests come in
+     * while the math runs (docs/server.md). Linux: per thread. */
+    if (s->cfg->worker_nice > 0)
+        setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), s->cfg->worker_nice);
     pthread_mutex_lock(&s->mu);
     for (;;) {
         int64_t now = df__now_ns(), due;
@@ -244,6 +331,17 @@ static void *worker_main(void *arg)
         /* form the batch */
         df__loaded_t *ld = me->head->priv->ld;
         int maxb = ld->max_batch_size;
+        /* Split a ready queue between this worker and the idle ones, so a
+         * burst (e.g. every client of a closed loop answered by the last
+         * batch) runs on every core instead of one; pieces of at least
+         * batch_split_min poses (smaller batches lose too much per pose;
+         * 0: never split). */
+        int target = maxb, split_min = s->cfg->batch_split_min;
+        if (split_min > 0 && s->n_idle > 0 && me->q_poses > split_min) {
+            int share = (me->q_poses + s->n_idle) / (s->n_idle + 1);
+            if (share < split_min) share = split_min;
+            if (share < target) target = share;
+        }
         int nj = 0, poses = 0;
         df_job_t *expired = NULL;
         int nexp = 0;
@@ -259,7 +357,7 @@ static void *worker_main(void *arg)
                 nexp++;
                 continue;
             }
-            if (nj > 0 && (q->ld != ld || poses + q->B > maxb)) break;
+            if (nj > 0 && (q->ld != ld || poses + q->B > maxb || poses >= target)) break;
             if (nj == 0) ld = q->ld, maxb = ld->max_batch_size;
             if (worker_grow(w, poses + q->B, nj + 1)) break;
             me->head = q->next;
@@ -269,6 +367,7 @@ static void *worker_main(void *arg)
             poses += q->B;
         }
         if (!me->head) me->tail = NULL;
+        me->split_ready = me->head != NULL && target < maxb && poses >= target;
         if (me->head && s->n_idle > 0) pthread_cond_signal(&s->work_cv); /* more for another */
         pthread_mutex_unlock(&s->mu);
 
@@ -341,15 +440,7 @@ void df__workers_stop(df_server_t *s)
     /* workers drain the queues before exiting (stopping makes every queue
      * ready), so nothing is left queued here */
     for (int i = 0; i < s->n_workers; i++) {
-        df__worker_t *w = &s->workers[i];
-        df_scratch_free(&w->scratch);
-        for (int k = 0; k < DF_MAX_IO; k++) {
-            free(w->in[k]);
-            free(w->out[k]);
-        }
-        free(w->flags);
-        free(w->sink);
-        free(w->jobs);
+        worker_bufs_free(&s->workers[i]);
     }
     free(s->workers);
     s->workers = NULL;

@@ -244,7 +244,9 @@ int main(void)
     write_text(p, cfg);
     (void)make_repo;
     curl_global_init(CURL_GLOBAL_ALL);
-    const char *extra[] = {"--workers", "1", NULL};
+    /* inline_max_us=0: the light model would otherwise run on the HTTP
+     * thread and never meet the scheduler this test is about */
+    const char *extra[] = {"--workers", "1", "--set", "inline_max_us=0", NULL};
     if (daemon_start(&D, repo, "fair", extra)) {
         printf("FAIL daemon_start\n");
         return 1;

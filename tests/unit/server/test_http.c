@@ -247,6 +247,56 @@ static void test_binary_infer(void)
     resp_free(&r);
 }
 
+/* Inline evaluation (docs/server.md): a daemon that runs every request of
+ * this model on the HTTP thread (inline_max_us large) and one that always
+ * queues (0) give bit-identical answers, equal to core, and say which path
+ * they took; the log reports the measured cost. */
+static void test_inline(void)
+{
+    enum { B = 2, NV = 24 * 40 };
+    float w[B * 8], q[B * 24];
+    for (int b = 0; b < B; b++) rand_pose(w + b * 8, q + b * 24, 8, 6);
+    char *req = json_req(B, w, q, NULL);
+    static float ref[B * NV * 3];
+    const char *names[2] = {"weights", "joint_rotations"};
+    const float *data[2] = {w, q};
+    DF_CHECK(ref_eval(body_path, B, names, data, 2, NULL, 0, "positions", ref) == 0);
+    const char *lim[2] = {"inline_max_us=1000000", "inline_max_us=0"};
+    float *got[2] = {NULL, NULL};
+    for (int k = 0; k < 2; k++) {
+        const char *extra[] = {"--set", lim[k], NULL};
+        daemon_t d2;
+        if (daemon_start(&d2, repo, k ? "http_queued" : "http_inline", extra)) {
+            DF_CHECK_MSG(0, "daemon_start %s", lim[k]);
+            continue;
+        }
+        for (int rep = 0; rep < 3; rep++) { /* the first request also warms up */
+            resp_t r;
+            DF_CHECK(http_req(C, d2.port, "POST", "/v2/models/alice/infer", req, strlen(req), NULL, &r) == 0);
+            DF_CHECK_MSG(r.status == 200, "status %ld: %s", r.status, r.body);
+            DF_CHECK_MSG(strstr(r.body, k ? "\"inline\":false" : "\"inline\":true") != NULL,
+                         "%s: wrong path: %.300s", lim[k], r.body);
+            size_t n = 0;
+            free(got[k]);
+            got[k] = json_output(r.body, "positions", &n, NULL);
+            DF_CHECK(got[k] && n == (size_t)B * NV * 3);
+            if (got[k] && n == (size_t)B * NV * 3)
+                DF_CHECK_MSG(!memcmp(got[k], ref, sizeof ref), "%s: differs from core", lim[k]);
+            resp_free(&r);
+        }
+        daemon_stop(&d2);
+        FILE *f = fopen(d2.log, "r");
+        char line[1024];
+        int seen = 0;
+        while (f && fgets(line, sizeof line, f)) seen |= strstr(line, "model body: loaded") && strstr(line, "inline up to");
+        if (f) fclose(f);
+        DF_CHECK_MSG(seen == !k, "%s: log line about the inline limit %s", lim[k], seen ? "present" : "missing");
+    }
+    free(got[0]);
+    free(got[1]);
+    free(req);
+}
+
 static void test_encodings(void)
 {
     enum { B = 2, NV = 24 * 40 };
@@ -589,6 +639,7 @@ int main(void)
     DF_RUN(test_metadata_defaults);
     DF_RUN(test_json_infer);
     DF_RUN(test_binary_infer);
+    DF_RUN(test_inline);
     DF_RUN(test_encodings);
     DF_RUN(test_defaults);
     DF_RUN(test_mesh);

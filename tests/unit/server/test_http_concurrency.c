@@ -186,7 +186,8 @@ static void test_overload_429(void)
     daemon_t D2;
     /* requests wait 1.5 s for a batch: all 8 arrive while the first 2 are queued */
     const char *extra[] = {"--set", "max_queue_length=2", "--set", "max_queue_delay_us=1500000",
-                           "--set", "max_batch_size=64", "--workers", "1", NULL};
+                           "--set", "max_batch_size=64", "--workers", "1",
+                           "--set", "inline_max_us=0", NULL};
     DF_CHECK(daemon_start(&D2, repo, "http_overload", extra) == 0);
     port2 = D2.port;
     enum { N = 8 };
@@ -212,7 +213,7 @@ static void test_timeout_503(void)
     daemon_t D2;
     /* requests wait 300 ms for a batch to fill but time out after 20 ms */
     const char *extra[] = {"--set", "max_queue_delay_us=300000", "--set", "timeout_us=20000",
-                           "--set", "max_batch_size=64", NULL};
+                           "--set", "max_batch_size=64", "--set", "inline_max_us=0", NULL};
     DF_CHECK(daemon_start(&D2, repo, "http_timeout", extra) == 0);
     port2 = D2.port;
     shot_t s = {0};
@@ -244,7 +245,10 @@ int main(void)
         return 1;
     }
     curl_global_init(CURL_GLOBAL_ALL);
-    if (daemon_start(&D, repo, "http_conc", NULL)) {
+    /* these models are cheap enough to run inline on the HTTP thread
+     * (docs/server.md); this test is about the queues and batches */
+    const char *conc_extra[] = {"--set", "inline_max_us=0", NULL};
+    if (daemon_start(&D, repo, "http_conc", conc_extra)) {
         printf("FAIL daemon_start\n");
         return 1;
     }
