@@ -3,7 +3,8 @@
 
 Runs the same rigapprox chain as core/kind_rigapprox.c (dense-folded
 reconstruction) on the same weights, on one thread (torch.set_num_threads(1),
-the daemon's OpenBLAS setting): features (Eq. 9) -> differential MLP -> PCA
+the daemon's OpenBLAS setting): features (Eq. 9; local joint matrices when
+the model has joint_parents) -> differential MLP -> PCA
 coefficients; every anchor mini-network on the batch; v_nl = g0 + z G^T +
 (H AP)^T; LBS with T_i = sum_k w_ik world_k invbind_k. G, H, g0 and the bench
 poses come from bench_rigapprox --dump (computed by our CHOLMOD factor), the
@@ -67,9 +68,24 @@ def main():
                 x = torch.relu(x)
         return x
 
+    # local joint features (format_version 2): world_p^-1 world_j, roots world
+    par = m["joint_parents"].astype(np.int64) if "joint_parents" in m else None
+    if par is not None:
+        has_p = torch.from_numpy(par >= 0)
+        pidx = torch.from_numpy(np.where(par >= 0, par, np.arange(J)))
+
+    def features(world):  # [B,J,12] -> [B,12J]
+        B = world.shape[0]
+        if par is None:
+            return world.reshape(B, -1)
+        w4 = torch.cat([world.reshape(B, J, 3, 4), torch.tensor([0, 0, 0, 1.0]).expand(B, J, 1, 4)], 2)
+        loc = torch.linalg.inv(w4[:, pidx]) @ w4
+        loc = torch.where(has_p[None, :, None, None], loc, w4)
+        return loc[:, :, :3, :].reshape(B, -1)
+
     def forward(world, ctl):  # world [B,J,12], ctl [B,C]
         B = world.shape[0]
-        x = torch.cat([world.reshape(B, -1), ctl], 1)
+        x = torch.cat([features(world), ctl], 1)
         x = (x - fm) * fs
         z = mlp(net, x)
         ap = torch.stack([mlp(anets[a], x.index_select(1, idx[a])) for a in range(A)], 0)  # [A,B,3]
