@@ -3,21 +3,28 @@
 # servers, side by side in one run (shared machine: only ratios from the same
 # run mean anything).
 #
-#  1. heavy model ("face": Wuson mesh, 256 morph targets), 64 connections,
-#     HTTP binary, batching on vs off (--no-batching), throughput ratio;
-#     also the socket front when it is built;
+#  1. heavy models ("face": Wuson mesh, 256 morph targets; "bigface": 1024
+#     targets; "head": the 11k-vertex PLY scan, 512 targets), 64
+#     connections, HTTP binary and socket, batching on vs off
+#     (--no-batching), throughput ratio and the p99 check;
 #  2. small model ("tiny", 120 vertices), 16 connections: HTTP JSON, HTTP
 #     binary, socket, vs fixed_mhd / fixed_uv answering the same number of
 #     bytes, as ratios; server CPU µs per request from /proc/PID/stat.
+# Every comparison is repeated REPS times, alternating the two sides (this
+# VM's speed drifts by up to 2x within minutes), and the median of the
+# per-round ratios is reported with every round's value.
 # Output: a table on stdout and build/bench/server_results.txt.
-# Environment: SECS (default 5), CONNS_HEAVY (64), CONNS_SMALL (16).
+# Environment: SECS (default 4), REPS (3), CONNS_HEAVY (64), CONNS_SMALL (16),
+# MODELS (default "face bigface head").
 set -u
 cd "$(dirname "$0")/.."
 B=${B:-build}
 BIN=${BIN:-bin}
-SECS=${SECS:-5}
+SECS=${SECS:-4}
+REPS=${REPS:-3}
 CH=${CONNS_HEAVY:-64}
 CS=${CONNS_SMALL:-16}
+MODELS=${MODELS:-face bigface head}
 OUT=$B/bench/server_results.txt
 REPO=$B/bench/server_repo
 LG=$B/bench/bench_server
@@ -41,68 +48,94 @@ start_deformd() { # $1 tag, rest: extra args
 stop() { kill "$1" 2>/dev/null; wait "$1" 2>/dev/null; }
 rps() { sed -n 's/.*rps=\([0-9.]*\).*/\1/p' <<<"$1"; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
+median() { tr ' ' '\n' <<<"$*" | grep -v '^$' | sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)]; else print "n/a" }'; }
+lg() { # port proto conns chars weights pid
+    "$LG" run --port "$1" --proto "$2" --conns "$3" --secs "$SECS" --chars "$4" --weights "$5" --pid "$6"
+}
 
 {
-echo "# deformd bench-server $(date -u +%FT%TZ) on $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
-heavy() { # $1 model label, $2 characters, $3 weights, $4 its max_queue_delay_us
-    echo "## heavy model: $1, $CH connections, ${SECS}s each"
-    start_deformd heavy_on
-    on=$("$LG" run --port "$HP" --proto bin --conns "$CH" --secs "$SECS" --chars "$2" --weights "$3" --pid "$DPID")
-    echo "batching on : $on"
-    on_s=""; off_s=""
-    if [ "${SP:--1}" -gt 0 ]; then
-        on_s=$("$LG" run --port "$SP" --proto sock --conns "$CH" --secs "$SECS" --chars "$2" --weights "$3" --pid "$DPID")
-        echo "batching on : $on_s"
-    fi
-    met=$(curl -s "http://127.0.0.1:$HP/metrics" | grep -E "^deformd_(batches_total|batches_mixed_total|batch_size_sum|batch_size_count|compute_us_total|requests_total)\\{model=\"${1%% *}\"")
-    sed 's/^/    /' <<<"$met"
-    # issue 4 target: p99 <= max_queue_delay + 2 x one batch's compute time
-    # (compute per batch = compute_us_total / requests: each request counts
-    # its batch's time, so this is the batch time a request sees)
-    cb=$(awk '/compute_us_total/ {c=$2} /status="success"/ {r=$2} END { if (r > 0) printf "%.0f", c / r; else print 0 }' <<<"$met")
-    bound=$(( $4 + 2 * cb ))
-    for line in "$on" "$on_s"; do
-        [ -n "$line" ] || continue
-        p99=$(sed -n 's/.*p99=\([0-9]*\).*/\1/p' <<<"$line")
-        echo "P99 CHECK ($(awk '{print $1}' <<<"$line"), ${1%% *}): p99 $p99 us vs max_queue_delay $4 + 2 x batch compute $cb = $bound us: $(awk -v a="$p99" -v b="$bound" 'BEGIN { print (a <= b) ? "met" : "not met" }')"
-    done
-    stop "$DPID"
-    start_deformd heavy_off --no-batching
-    off=$("$LG" run --port "$HP" --proto bin --conns "$CH" --secs "$SECS" --chars "$2" --weights "$3" --pid "$DPID")
-    echo "batching off: $off"
-    if [ -n "$on_s" ]; then
-        off_s=$("$LG" run --port "$SP" --proto sock --conns "$CH" --secs "$SECS" --chars "$2" --weights "$3" --pid "$DPID")
-        echo "batching off: $off_s"
-    fi
-    stop "$DPID"
-    echo "RATIO batching on/off (HTTP binary, $1): $(ratio "$(rps "$on")" "$(rps "$off")")"
-    [ -n "$on_s" ] && echo "RATIO batching on/off (socket, $1): $(ratio "$(rps "$on_s")" "$(rps "$off_s")")"
-}
-echo "## evaluation alone (one thread, no transport): what batching can give"
-"$LG" evalbench "$REPO/bigface/1/model.safetensors"
-heavy "face (2117 vertices, 256 morph targets)" face_a,face_b 256 1000
-heavy "bigface (2117 vertices, 1024 morph targets)" big_a,big_b 1024 2000
+echo "# deformd bench-server $(date -u +%FT%TZ) on $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), ${SECS}s cells, $REPS rounds"
 
-echo "## small model: tiny (120 vertices), $CS connections, ${SECS}s each"
-start_deformd small
-j=$("$LG" run --port "$HP" --proto json --conns "$CS" --secs "$SECS" --chars tiny_a,tiny_b --weights 4 --pid "$DPID")
-b=$("$LG" run --port "$HP" --proto bin --conns "$CS" --secs "$SECS" --chars tiny_a,tiny_b --weights 4 --pid "$DPID")
-s=""
-[ "${SP:--1}" -gt 0 ] && s=$("$LG" run --port "$SP" --proto sock --conns "$CS" --secs "$SECS" --chars tiny_a,tiny_b --weights 4 --pid "$DPID")
-# reply sizes of the real answers, for the fixed servers
-stop "$DPID"
-"$B/bench/fixed_mhd" 0 1900 >"$B/bench/fixed_mhd.port" & FM=$!; pids+=("$FM")
-"$B/bench/fixed_uv" 0 1600 >"$B/bench/fixed_uv.port" & FU=$!; pids+=("$FU")
-sleep 0.3
-fm=$("$LG" run --port "$(sed 's/port=//' "$B/bench/fixed_mhd.port")" --proto fixed-http --conns "$CS" --secs "$SECS" --chars tiny_a --weights 4 --pid "$FM")
-fu=$("$LG" run --port "$(sed 's/port=//' "$B/bench/fixed_uv.port")" --proto fixed-sock --conns "$CS" --secs "$SECS" --chars tiny_a --weights 4 --pid "$FU")
-stop "$FM"; stop "$FU"
-echo "deformd     : $j"
-echo "deformd     : $b"
-[ -n "$s" ] && echo "deformd     : $s"
-echo "fixed MHD   : $fm"
-echo "fixed libuv : $fu"
-echo "RATIO HTTP JSON / fixed MHD:   $(ratio "$(rps "$j")" "$(rps "$fm")")"
-echo "RATIO HTTP binary / fixed MHD: $(ratio "$(rps "$b")" "$(rps "$fm")")"
-[ -n "$s" ] && echo "RATIO socket / fixed libuv:    $(ratio "$(rps "$s")" "$(rps "$fu")")"
+heavy() { # $1 model, $2 label, $3 characters, $4 weights, $5 its max_queue_delay_us
+    echo "## heavy model: $1 ($2), $CH connections"
+    local rb=() rs=() cb=0 p99b=() p99s=()
+    for r in $(seq "$REPS"); do
+        start_deformd heavy_on
+        on=$(lg "$HP" bin "$CH" "$3" "$4" "$DPID")
+        on_s=$(lg "$SP" sock "$CH" "$3" "$4" "$DPID")
+        met=$(curl -s "http://127.0.0.1:$HP/metrics" | grep -E "^deformd_(batches_total|batches_mixed_total|batch_size_sum|compute_us_total|requests_total)\\{model=\"$1\"")
+        stop "$DPID"
+        start_deformd heavy_off --no-batching
+        off=$(lg "$HP" bin "$CH" "$3" "$4" "$DPID")
+        off_s=$(lg "$SP" sock "$CH" "$3" "$4" "$DPID")
+        stop "$DPID"
+        echo "round $r batching on : $on"
+        echo "round $r batching on : $on_s"
+        echo "round $r batching off: $off"
+        echo "round $r batching off: $off_s"
+        # batch shape of the batching-on daemon (both cells)
+        awk -v r="$r" '/batches_total/ && !/mixed/ {b=$2} /batches_mixed/ {m=$2} /batch_size_sum/ {s=$2}
+             END { if (b > 0) printf "round %s    %d batches, %d mixing characters, mean %.1f poses\n", r, b, m, s / b }' <<<"$met"
+        # issue 4 target: p99 <= max_queue_delay + 2 x one batch's compute
+        # time (compute per batch = compute_us_total / requests: each request
+        # counts its batch's time, so this is the batch time a request sees)
+        c=$(awk '/compute_us_total/ {c=$2} /status="success"/ {n=$2} END { if (n > 0) printf "%.0f", c / n; else print 0 }' <<<"$met")
+        [ "$c" -gt "$cb" ] && cb=$c
+        rb+=("$(ratio "$(rps "$on")" "$(rps "$off")")")
+        rs+=("$(ratio "$(rps "$on_s")" "$(rps "$off_s")")")
+        p99b+=("$(sed -n 's/.*p99=\([0-9]*\).*/\1/p' <<<"$on")")
+        p99s+=("$(sed -n 's/.*p99=\([0-9]*\).*/\1/p' <<<"$on_s")")
+    done
+    echo "RATIO batching on/off ($1, HTTP binary): median $(median "${rb[@]}") (rounds: ${rb[*]})"
+    echo "RATIO batching on/off ($1, socket):      median $(median "${rs[@]}") (rounds: ${rs[*]})"
+    bound=$(( $5 + 2 * cb ))
+    for pair in "bin:${p99b[*]}" "sock:${p99s[*]}"; do
+        m=$(median ${pair#*:})
+        echo "P99 CHECK ($1, ${pair%%:*}): median p99 $m us (rounds: ${pair#*:}) vs max_queue_delay $5 + 2 x batch compute $cb = $bound us: $(awk -v a="$m" -v b="$bound" 'BEGIN { print (a <= b) ? "met" : "not met" }')"
+    done
+}
+
+echo "## evaluation alone (one thread, no transport): what batching can give"
+for m in $MODELS; do
+    [ "$m" = face ] || "$LG" evalbench "$REPO/$m/1/model.safetensors"
+done
+for m in $MODELS; do
+    case $m in
+    face) heavy face "2117 vertices, 256 morph targets" face_a,face_b 256 1000 ;;
+    bigface) heavy bigface "2117 vertices, 1024 morph targets" big_a,big_b 1024 2000 ;;
+    head) heavy head "11152 vertices, 512 morph targets" head_a,head_b 512 2000 ;;
+    esac
+done
+
+echo "## small model: tiny (120 vertices), $CS connections"
+rj=() rb=() rs=() cj=() cb=() cs=()
+for r in $(seq "$REPS"); do
+    start_deformd small
+    j=$(lg "$HP" json "$CS" tiny_a,tiny_b 4 "$DPID")
+    b=$(lg "$HP" bin "$CS" tiny_a,tiny_b 4 "$DPID")
+    s=$(lg "$SP" sock "$CS" tiny_a,tiny_b 4 "$DPID")
+    stop "$DPID"
+    # reply sizes of the real answers, for the fixed servers
+    "$B/bench/fixed_mhd" 0 1900 >"$B/bench/fixed_mhd.port" & FM=$!; pids+=("$FM")
+    "$B/bench/fixed_uv" 0 1600 >"$B/bench/fixed_uv.port" & FU=$!; pids+=("$FU")
+    sleep 0.3
+    fm=$(lg "$(sed 's/port=//' "$B/bench/fixed_mhd.port")" fixed-http "$CS" tiny_a 4 "$FM")
+    fu=$(lg "$(sed 's/port=//' "$B/bench/fixed_uv.port")" fixed-sock "$CS" tiny_a 4 "$FU")
+    stop "$FM"; stop "$FU"
+    echo "round $r deformd     : $j"
+    echo "round $r deformd     : $b"
+    echo "round $r deformd     : $s"
+    echo "round $r fixed MHD   : $fm"
+    echo "round $r fixed libuv : $fu"
+    rj+=("$(ratio "$(rps "$j")" "$(rps "$fm")")")
+    rb+=("$(ratio "$(rps "$b")" "$(rps "$fm")")")
+    rs+=("$(ratio "$(rps "$s")" "$(rps "$fu")")")
+    cj+=("$(sed -n 's/.*cpu_us_per_req=\([0-9.]*\).*/\1/p' <<<"$j")")
+    cb+=("$(sed -n 's/.*cpu_us_per_req=\([0-9.]*\).*/\1/p' <<<"$b")")
+    cs+=("$(sed -n 's/.*cpu_us_per_req=\([0-9.]*\).*/\1/p' <<<"$s")")
+done
+echo "RATIO HTTP JSON / fixed MHD:   median $(median "${rj[@]}") (rounds: ${rj[*]})"
+echo "RATIO HTTP binary / fixed MHD: median $(median "${rb[@]}") (rounds: ${rb[*]})"
+echo "RATIO socket / fixed libuv:    median $(median "${rs[@]}") (rounds: ${rs[*]})"
+echo "CPU us per request (median): HTTP JSON $(median "${cj[@]}"), HTTP binary $(median "${cb[@]}"), socket $(median "${cs[@]}")"
 } | tee "$OUT"

@@ -83,6 +83,8 @@ int df_kserve_parse_request(df_ks_request_t *r, const char *body, size_t len,
                             size_t json_len, const df_ks_limits_t *lim,
                             df_error_t *err);
 void df_ks_request_free(df_ks_request_t *r);
+/* Parses of this thread answered from the parsed-header cache (tests). */
+unsigned long df__kserve_cache_hits(void);
 
 /* One output of a response. */
 typedef struct df_ks_output {
@@ -109,6 +111,12 @@ void df_ks_buf_free(df_ks_buf_t *b);
 void df_ks_buf_printf(df_ks_buf_t *b, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 void df_ks_buf_append(df_ks_buf_t *b, const char *s, size_t n);
+/* Writes v in decimal at p (room for 21 chars; no terminator); returns
+ * the end. */
+char *df_ks_fmt_i64(char *p, int64_t v);
+/* A decimal integer / a raw (unescaped) string, without printf. */
+void df_ks_buf_i64(df_ks_buf_t *b, int64_t v);
+void df_ks_buf_str(df_ks_buf_t *b, const char *s);
 /* Append n float32 values as comma-separated JSON numbers (9 significant
  * digits: an exact float32 round trip; no printf). */
 void df_ks_buf_floats(df_ks_buf_t *b, const float *x, size_t n);

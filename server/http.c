@@ -648,6 +648,15 @@ static enum MHD_Result start_infer(req_t *q)
     return MHD_YES;
 }
 
+/* Append s / a decimal integer at p (caller sized the buffer); return the
+ * new end. No terminator. */
+static char *put_s(char *p, const char *s)
+{
+    size_t n = strlen(s);
+    memcpy(p, s, n);
+    return p + n;
+}
+
 static enum MHD_Result finish_infer(req_t *q)
 {
     df_job_t *job = q->job;
@@ -691,18 +700,29 @@ static enum MHD_Result finish_infer(req_t *q)
                                    jo->front_flags != 0};
         any_binary |= jo->front_flags != 0;
     }
-    char params[256];
-    snprintf(params, sizeof params,
-             "\"character\":\"%s\",\"queue_us\":%lld,\"compute_us\":%lld,\"batch_poses\":%d,"
-             "\"batch_requests\":%d,\"batch_characters\":%d,\"inline\":%s",
-             q->name, (long long)job->queue_us, (long long)job->compute_us, job->batch_poses,
-             job->batch_requests, job->batch_characters, job->ran_inline ? "true" : "false");
+    /* the response's parameters, built without printf (hot path) */
+    char params[DF_NAME_MAX + 256];
+    char *pp = params;
+    pp = put_s(pp, "\"character\":\"");
+    pp = put_s(pp, q->name);
+    pp = put_s(pp, "\",\"queue_us\":");
+    pp = df_ks_fmt_i64(pp, job->queue_us);
+    pp = put_s(pp, ",\"compute_us\":");
+    pp = df_ks_fmt_i64(pp, job->compute_us);
+    pp = put_s(pp, ",\"batch_poses\":");
+    pp = df_ks_fmt_i64(pp, job->batch_poses);
+    pp = put_s(pp, ",\"batch_requests\":");
+    pp = df_ks_fmt_i64(pp, job->batch_requests);
+    pp = put_s(pp, ",\"batch_characters\":");
+    pp = df_ks_fmt_i64(pp, job->batch_characters);
+    pp = put_s(pp, job->ran_inline ? ",\"inline\":true" : ",\"inline\":false");
+    *pp = 0;
     if (df_kserve_write_response(&q->out, job->model_name, job->model_version, q->kreq.id, outs,
                                  job->n_outputs, params))
         return send_error(q, 500, "out of memory");
     if (!any_binary) return send_out(q, 200, "application/json");
     char hl[32];
-    snprintf(hl, sizeof hl, "%zu", q->out.len);
+    *df_ks_fmt_i64(hl, (int64_t)q->out.len) = 0;
     size_t bin_bytes = 0;
     for (int o = 0; o < job->n_outputs; o++)
         if (outs[o].binary) bin_bytes += outs[o].nbytes;

@@ -48,6 +48,52 @@ static void test_parse_binary(void)
     df_ks_request_free(&r);
 }
 
+/* The parsed-header cache: the same binary header again (any base
+ * alignment, new values) hits and gives the new data; a NaN in the binary
+ * part is still refused on a hit; the same header with another body length
+ * or other limits does not hit and gets the full parse's answer. */
+static void test_parse_binary_cached(void)
+{
+    df_ks_request_t r;
+    memset(&r, 0, sizeof r);
+    df_error_t e = {0};
+    char hdr[256];
+    int hl = snprintf(hdr, sizeof hdr, "{\"inputs\":[{\"name\":\"a\",\"datatype\":\"FP32\",\"shape\":[3],"
+                                       "\"parameters\":{\"binary_data_size\":12}}],\"outputs\":[{\"name\":\"p\","
+                                       "\"parameters\":{\"binary_data\":true}}]}");
+    char *body = malloc((size_t)hl + 64);
+    unsigned long h0 = df__kserve_cache_hits();
+    for (int k = 0; k < 8; k++) {
+        char *b = body + (k % 4);
+        float v[3] = {(float)k, -2, 3.25f};
+        memcpy(b, hdr, (size_t)hl);
+        memcpy(b + hl, v, 12);
+        DF_CHECK(df_kserve_parse_request(&r, b, (size_t)hl + 12, (size_t)hl, NULL, &e) == 0);
+        DF_CHECK(r.n_inputs == 1 && r.n_outputs == 1 && r.outputs[0].binary == 1);
+        DF_CHECK(r.inputs[0].binary && ((uintptr_t)r.inputs[0].data & 3) == 0 && !memcmp(r.inputs[0].data, v, 12));
+    }
+    DF_CHECK_MSG(df__kserve_cache_hits() - h0 == 7, "%lu hits", df__kserve_cache_hits() - h0);
+    float bad[3] = {1, NAN, 2};
+    memcpy(body + hl, bad, 12);
+    memcpy(body, hdr, (size_t)hl);
+    h0 = df__kserve_cache_hits();
+    DF_CHECK(df_kserve_parse_request(&r, body, (size_t)hl + 12, (size_t)hl, NULL, &e) == DF_EINVAL);
+    DF_CHECK(strstr(e.msg, "input 'a': element 1 is not finite") != NULL);
+    DF_CHECK(df__kserve_cache_hits() - h0 == 1);
+    h0 = df__kserve_cache_hits();
+    memset(&e, 0, sizeof e);
+    DF_CHECK(df_kserve_parse_request(&r, body, (size_t)hl + 16, (size_t)hl, NULL, &e) == DF_EINVAL);
+    DF_CHECK(strstr(e.msg, "add up to") != NULL);
+    df_ks_limits_t lim;
+    df_ks_limits_default(&lim);
+    lim.max_elements = 2;
+    memset(&e, 0, sizeof e);
+    DF_CHECK(df_kserve_parse_request(&r, body, (size_t)hl + 12, (size_t)hl, &lim, &e) == DF_ELIMIT);
+    DF_CHECK(df__kserve_cache_hits() == h0);
+    free(body);
+    df_ks_request_free(&r);
+}
+
 static void test_parse_errors(void)
 {
     df_ks_request_t r;
@@ -180,6 +226,7 @@ int main(void)
 {
     DF_RUN(test_parse_json_nested_and_flat);
     DF_RUN(test_parse_binary);
+    DF_RUN(test_parse_binary_cached);
     DF_RUN(test_parse_errors);
     DF_RUN(test_response_roundtrip);
     DF_RUN(test_mutation_fuzz);
