@@ -630,6 +630,20 @@ void df_ks_buf_json_string(df_ks_buf_t *b, const char *s)
  * double precision, whose error (< 1e-15 relative) is far below half a
  * float32 ulp (>= 3e-8 relative), so the shortest-9-digit text still reads
  * back to the same float. Returns the length (<= 16). */
+/* x * 10^k in double (k in [-60, 60]: float32 needs at most [-30, 53]). */
+static double scale10(double x, int k)
+{
+    static const double p10[] = {1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11,
+                                 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+    if (k >= 0) {
+        while (k > 22) { x *= 1e22; k -= 22; }
+        return x * p10[k];
+    }
+    k = -k;
+    while (k > 22) { x /= 1e22; k -= 22; }
+    return x / p10[k];
+}
+
 static int fmt_float(char *out, float xf)
 {
     double x = xf;
@@ -646,20 +660,17 @@ static int fmt_float(char *out, float xf)
         *p++ = '-';
         x = -x;
     }
-    int e10 = (int)floor(log10(x));
-    static const double p10[] = {1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11,
-                                 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
-    int k = 8 - e10; /* scale so that 9 digits are left of the point */
-    double sc = x;
-    if (k >= 0) {
-        while (k > 22) { sc *= 1e22; k -= 22; }
-        sc *= p10[k];
-    } else {
-        k = -k;
-        while (k > 22) { sc /= 1e22; k -= 22; }
-        sc /= p10[k];
+    /* decimal exponent from the binary one (no log10: it was most of the
+     * cost): x in [2^(e2-1), 2^e2) gives floor(log10 x) = est or est + 1 */
+    int e2;
+    (void)frexp(x, &e2);
+    int e10 = (int)floor((double)(e2 - 1) * 0.30102999566398120);
+    double sc = scale10(x, 8 - e10); /* 9 digits left of the point */
+    if (sc >= 999999999.5) {        /* est was one low: rescale from x */
+        e10++;
+        sc = scale10(x, 8 - e10);
     }
-    uint64_t m = (uint64_t)llround(sc);
+    uint64_t m = (uint64_t)(sc + 0.5);
     if (m >= 1000000000ull) { m = (m + 5) / 10; e10++; }
     if (m < 100000000ull) { m *= 10; e10--; } /* log10 rounding at a power of 10 */
     char d[9];

@@ -57,7 +57,6 @@ static const key_t_ keys[] = {
     I("max_queue_length", max_queue_length, -1, 1000000),
     L("timeout_us", timeout_us, -1, 3600e6),
     L("inline_max_us", inline_max_us, -1, 1000000),
-    I("worker_nice", worker_nice, 0, 19),
     I("batch_split_min", batch_split_min, 0, 65536),
     BOOL("batching", batching),
     FL("int16_margin", int16_margin, 0, 100),
@@ -86,7 +85,6 @@ void df_config_default(df_config_t *c)
     c->max_queue_length = -1;
     c->timeout_us = -1;
     c->inline_max_us = -1;
-    c->worker_nice = 5;
     c->batch_split_min = 16;
     c->batching = 1;
     c->int16_margin = 0.5f;

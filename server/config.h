@@ -46,7 +46,6 @@ typedef struct df_config {
     int64_t inline_max_us;
     int batch_split_min;          /* split a ready queue between idle workers
                                    * into pieces >= this (0 never), default 16 */
-    int worker_nice;              /* worker threads' nice offset, default 5 */
     int batching;                 /* 0 forces max_batch_size 1 (bench) */
     float int16_margin;           /* quantization box margin, default 0.5 */
     int log_requests;             /* one log line per request, default 0 */

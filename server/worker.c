@@ -24,9 +24,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 static int worker_grow(df__worker_t *w, int poses, int njobs)
 {
@@ -305,13 +302,6 @@ static void *worker_main(void *arg)
 {
     df__worker_t *w = arg;
     df_server_t *s = w->s;
-    /* Workers run batches of milliseconds; the front threads run short
-     * bursts (read, decode, write). A lower priority for the workers lets
-     * the kernel preempt a batch the moment a front has bytes to move, so
-     * on a machine with no spare core answers go out and requests come in
-     * while the math runs (docs/server.md). Linux: per thread. */
-    if (s->cfg->worker_nice > 0)
-        setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), s->cfg->worker_nice);
     pthread_mutex_lock(&s->mu);
     for (;;) {
         int64_t now = df__now_ns(), due;

@@ -138,6 +138,16 @@ static void test_response_roundtrip(void)
                           1e-5f, 1e-6f, 9.9999999e-6f, 0.1f, 0.3f, 3.4028235e38f, -3.4028235e38f,
                           1.17549435e-38f, 1.4e-45f, 7e-45f, 16777216.0f, 16777217.0f, 0.5f};
     for (size_t i = 0; i < sizeof edge / sizeof edge[0]; i++) x[i * 2] = edge[i];
+    /* every power of ten in float range and its neighbours: where the
+     * decimal exponent estimate from the binary one is off by one */
+    size_t at = 1000;
+    for (int e = -45; e <= 38; e++) {
+        float p = (float)pow(10.0, e);
+        x[at++] = p;
+        x[at++] = nextafterf(p, 0.0f);
+        x[at++] = nextafterf(p, INFINITY);
+        x[at++] = -p;
+    }
     int64_t shape[2] = {N / 3, 3};
     df_quant_t q = {0};
     df_ks_output_t o = {"positions", DF_ENC_F32, 2, shape, x, x, sizeof x, &q, 0, 0};
