@@ -334,27 +334,17 @@ static int choose_anchors(tr_t *t, df_error_t *err)
             if (dd < dist[v]) dist[v] = dd;
         }
     }
-    /* Every other piece: with --anchor-influence its most influenced vertex;
-     * by default (every score 1) the vertex nearest the piece's centroid,
-     * so the reconstruction's path from the single anchor to the piece's
-     * far end (along which delta errors add up) is shortest. */
-    double *cen = calloc((size_t)ncomp * 3, sizeof(double));
-    if (!cen) { free(csize), free(comp), free(score), free(dist); return df_error_set(err, DF_ENOMEM, "train: out of memory"); }
-    for (int64_t v = 0; v < V; v++)
-        for (int k = 0; k < 3; k++) cen[comp[v] * 3 + k] += d->rest[v * 3 + k] / (double)csize[comp[v]];
+    /* every other piece: its highest-scoring vertex (by default every score
+     * is 1: its first vertex). The vertex nearest the piece's centroid was
+     * tried (shortest path from the anchor to the piece's far end): neutral
+     * on Testwuson (docs/rigapprox.md), so not kept. */
     for (int64_t c = 0; c < ncomp; c++) {
         if (c == big) continue;
         int64_t best = -1;
-        double bd = INFINITY;
-        for (int64_t v = 0; v < V; v++) {
-            if (comp[v] != c) continue;
-            double dd = 0;
-            for (int k = 0; k < 3; k++) dd += (d->rest[v * 3 + k] - cen[c * 3 + k]) * (d->rest[v * 3 + k] - cen[c * 3 + k]);
-            if (t->o->anchor_influence ? (best < 0 || score[v] > score[best]) : dd < bd) best = v, bd = dd;
-        }
+        for (int64_t v = 0; v < V; v++)
+            if (comp[v] == c && (best < 0 || score[v] > score[best])) best = v;
         t->anchors[A++] = (int32_t)best;
     }
-    free(cen);
     t->A = A;
     free(csize), free(comp), free(score), free(dist);
     /* World features only (--world-features): v_nl lives in the skinning
