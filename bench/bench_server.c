@@ -580,7 +580,10 @@ static int run(int argc, char **argv)
     double el = now_s() - t0, c1 = proc_cpu_s(pid);
     double *all = malloc((total ? total : 1) * sizeof(double));
     size_t k = 0;
+    size_t nmin = SIZE_MAX, nmax = 0; /* requests per connection: fairness between clients */
     for (int i = 0; i < conns; i++) {
+        if (w[i].n < nmin) nmin = w[i].n;
+        if (w[i].n > nmax) nmax = w[i].n;
         memcpy(all + k, w[i].lat, w[i].n * sizeof(double));
         k += w[i].n;
         free(w[i].lat);
@@ -589,9 +592,10 @@ static int run(int argc, char **argv)
     }
     qsort(all, total, sizeof(double), cmp_d);
 #define PCT(p) (total ? all[(size_t)((double)(total - 1) * (p))] : 0)
-    printf("%-10s conns=%-3d reqs=%-8zu rps=%-9.0f p50=%-7.0f p99=%-7.0f p99.9=%-7.0f errors=%d cpu_us_per_req=%.1f\n",
+    printf("%-10s conns=%-3d reqs=%-8zu rps=%-9.0f p50=%-7.0f p99=%-7.0f p99.9=%-7.0f errors=%d cpu_us_per_req=%.1f "
+           "per_conn=%zu..%zu\n",
            pname, conns, total, (double)total / el, PCT(0.5), PCT(0.99), PCT(0.999), errors,
-           pid > 0 && total ? (c1 - c0) * 1e6 / (double)total : 0.0);
+           pid > 0 && total ? (c1 - c0) * 1e6 / (double)total : 0.0, nmin, nmax);
     free(all);
     free(w);
     free(th);
