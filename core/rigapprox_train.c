@@ -283,7 +283,8 @@ static int choose_anchors(tr_t *t, df_error_t *err)
     free(tw);
     int64_t want = (int64_t)llround(t->o->anchor_frac * V);
     if (want < 1) want = 1;
-    int64_t cap = want + (ncomp > 0 ? ncomp : 0) + 1;
+    int64_t kp = t->o->piece_anchors > 1 ? t->o->piece_anchors : 1;
+    int64_t cap = want + (ncomp > 0 ? ncomp : 0) * kp + 1;
     t->anchors = malloc(sizeof(int32_t) * cap);
     if (!comp || !score || !dist || ncomp < 0 || !t->anchors) {
         free(comp), free(score), free(dist);
@@ -344,6 +345,24 @@ static int choose_anchors(tr_t *t, df_error_t *err)
         for (int64_t v = 0; v < V; v++)
             if (comp[v] == c && (best < 0 || score[v] > score[best])) best = v;
         t->anchors[A++] = (int32_t)best;
+        /* --piece-anchors k: k - 1 more, each the piece's vertex farthest
+         * from the ones chosen */
+        for (int64_t k = 1; k < kp && k < csize[c]; k++) {
+            int64_t far = -1;
+            double fd = -1;
+            for (int64_t v = 0; v < V; v++) {
+                if (comp[v] != c) continue;
+                double dm = INFINITY;
+                for (int64_t q = A - k; q < A; q++) {
+                    const float *p = d->rest + v * 3, *r = d->rest + (int64_t)t->anchors[q] * 3;
+                    double dd = (p[0] - r[0]) * (p[0] - r[0]) + (p[1] - r[1]) * (p[1] - r[1]) + (p[2] - r[2]) * (p[2] - r[2]);
+                    if (dd < dm) dm = dd;
+                }
+                if (dm > fd) fd = dm, far = v;
+            }
+            if (far < 0 || fd <= 0) break;
+            t->anchors[A++] = (int32_t)far;
+        }
     }
     t->A = A;
     free(csize), free(comp), free(score), free(dist);
@@ -1042,7 +1061,7 @@ int df_rigapprox_train(const df_rigdata_t *d, const df_ratrain_opts_t *o,
         o->hidden < 1 || o->hidden > 65536 || o->anchor_hidden_layers < 0 ||
         o->anchor_hidden_layers > DF_MLP_MAX_LAYERS - 2 || o->anchor_width < 1 || o->anchor_width > 65536 ||
         !(o->pca_frac > 0 && o->pca_frac <= 1) || !(o->anchor_frac > 0 && o->anchor_frac <= 1) ||
-        !(o->omega > 0) || o->epochs < 0 || o->batch < 1 || o->batch > 65536 || !(o->val_frac > 0 && o->val_frac < 1))
+        !(o->omega > 0) || o->piece_anchors < 0 || o->piece_anchors > 1000 || o->epochs < 0 || o->batch < 1 || o->batch > 65536 || !(o->val_frac > 0 && o->val_frac < 1))
         return df_error_set(err, DF_EINVAL, "train: an option is out of range");
     t.nval = (int64_t)llround(o->val_frac * t.N);
     if (t.nval < 1) t.nval = 1;

@@ -8,6 +8,7 @@
  *         [--checkpoint FILE [--resume]] [--time-limit SECONDS] [--quiet]
  *         [--anchor-influence] [--pca-delta] [--no-refit]   (paper's choices; see docs)
  *         [--world-features]   (joint features as world matrices, the old default)
+ *         [--piece-anchors K]  (anchors on each small disconnected piece, default 1)
  *   deform train --evaluate REPO/NAME DATA.safetensors [--reconstruction dense|sparse]
  *         [--heatmap OUT.ppm --pose I [--heatmap-max PCT]] [--errors OUT.npy] [--positions OUT.npy]
  *   deform train --breakdown MODEL.safetensors DATA.safetensors   (error sources of an 'ours' model)
@@ -36,7 +37,7 @@ static int usage(void)
             "         [--layers N] [--width W] [--anchor-layers N] [--anchor-width W] [--pca F]\n"
             "         [--anchors F] [--omega W] [--epochs E] [--batch B] [--lr R] [--sgd] [--val F]\n"
             "         [--patience E] [--seed S] [--checkpoint FILE [--resume]] [--time-limit S] [--quiet]\n"
-            "         [--anchor-influence] [--pca-delta] [--no-refit] [--world-features]\n"
+            "         [--anchor-influence] [--pca-delta] [--no-refit] [--world-features] [--piece-anchors K]\n"
             "       deform train --evaluate REPO/NAME DATA.safetensors [--reconstruction dense|sparse]\n"
             "         [--heatmap OUT.ppm --pose I [--heatmap-max PCT]] [--errors OUT.npy] [--positions OUT.npy]\n"
             "       deform train --breakdown MODEL.safetensors DATA.safetensors\n");
@@ -390,6 +391,7 @@ int cmd_train(int argc, char **argv)
         else if (!strcmp(a, "--anchor-width")) o.anchor_width = atoi(v);
         else if (!strcmp(a, "--pca")) o.pca_frac = atof(v);
         else if (!strcmp(a, "--anchors")) o.anchor_frac = atof(v);
+        else if (!strcmp(a, "--piece-anchors")) o.piece_anchors = atoi(v);
         else if (!strcmp(a, "--omega")) o.omega = atof(v);
         else if (!strcmp(a, "--epochs")) o.epochs = atoi(v);
         else if (!strcmp(a, "--batch")) o.batch = atoi(v);
