@@ -59,7 +59,9 @@ else
     [ "${DF_DOCKER_FULL:-0}" = 1 ] || cmd="${cmd% all} $T/bin/deformd $T/bin/deform"
     # The image builds in a clean environment: drop variables a parent make
     # (e.g. `make asan`, whose SAN/OPT reach sub-makes through MAKEFLAGS) passes down.
-    if (unset MAKEFLAGS MFLAGS MAKELEVEL MAKEOVERRIDES; eval "nice $cmd B=$T/build BIN=$T/bin" >"$T/build.log" 2>&1) && [ -x "$T/bin/deformd" ]; then
+    # (make also exports command-line variables such as SAN/OPT to the
+    # environment of recipes, where `SAN ?=` would pick them up again)
+    if (unset MAKEFLAGS MFLAGS MAKELEVEL MAKEOVERRIDES SAN OPT CFLAGS; eval "nice $cmd B=$T/build BIN=$T/bin" >"$T/build.log" 2>&1) && [ -x "$T/bin/deformd" ]; then
         ok docker-build-make
     else
         tail -20 "$T/build.log"; fail docker-build-make "$cmd"
