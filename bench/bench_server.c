@@ -10,12 +10,13 @@
  *       overhead.
  *   bench_server run --port P --proto json|bin|sock|fixed-http|fixed-sock
  *                    --conns N --secs S --chars a,b --weights M [--pid PID]
- *                    [--threads T]
+ *                    [--threads T] [--warmup S]
  *       N closed-loop connections (one request in flight each, raw
  *       non-blocking sockets driven by epoll from T threads (default 1):
  *       no client library, and the generator's own CPU use stays small
  *       next to the server's on a shared machine), characters assigned
- *       round-robin. Prints one line: proto, conns, requests, req/s, p50,
+ *       round-robin. The first S seconds (default 0.5) are a warm-up: their
+ *       requests are not recorded and the CPU/time window starts after. Prints one line: proto, conns, requests, req/s, p50,
  *       p99, p99.9 latency (µs), errors, and, given --pid, the server's CPU
  *       time per request (µs) from /proc/PID/stat.
  *   bench_server evalbench MODEL.safetensors
@@ -235,6 +236,7 @@ typedef struct {
     int id, port, proto, weights;
     const char *character;
     double end;
+    double measure_from;       /* requests sent before: warm-up, not recorded */
     double *lat;
     size_t n, cap;
     int errors;
@@ -411,7 +413,7 @@ static int lconn_recv(lconn_t *c)
             if (status != 200) {
                 w->errors++;
                 if (w->errors < 3) fprintf(stderr, "error response: %.200s\n", w->buf);
-            } else {
+            } else if (c->t0 >= w->measure_from) {
                 if (w->n == w->cap) {
                     w->cap = w->cap * 2 + 4096;
                     w->lat = realloc(w->lat, w->cap * sizeof(double));
@@ -533,7 +535,7 @@ static double proc_cpu_s(int pid)
 static int run(int argc, char **argv)
 {
     int port = 0, conns = 16, pid = 0, weights = 4, proto = P_BIN, lthreads = 1;
-    double secs = 5;
+    double secs = 5, warmup = 0.5;
     const char *chars = "tiny_a,tiny_b", *pname = "bin";
     for (int i = 2; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--port")) port = atoi(argv[i + 1]);
@@ -542,6 +544,7 @@ static int run(int argc, char **argv)
         else if (!strcmp(argv[i], "--pid")) pid = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--weights")) weights = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--threads")) lthreads = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--warmup")) warmup = atof(argv[i + 1]);
         else if (!strcmp(argv[i], "--chars")) chars = argv[i + 1];
         else if (!strcmp(argv[i], "--proto")) {
             pname = argv[i + 1];
@@ -559,16 +562,20 @@ static int run(int argc, char **argv)
     if (lthreads > conns) lthreads = conns;
     pthread_t *th = calloc((size_t)lthreads, sizeof *th);
     lthread_t *lt = calloc((size_t)lthreads, sizeof *lt);
-    double t0 = now_s(), c0 = proc_cpu_s(pid);
+    /* warm-up: connections open, every pooled buffer and each worker's
+     * first large batch happen before measuring starts */
+    double t0 = now_s(), tm = t0 + warmup;
     for (int i = 0; i < conns; i++)
         w[i] = (worker_t){.id = i, .port = port, .proto = proto, .weights = weights,
-                          .character = names[i % nn], .end = t0 + secs};
+                          .character = names[i % nn], .end = tm + secs, .measure_from = tm};
     for (int k = 0, first = 0; k < lthreads; k++) {
         int n = conns / lthreads + (k < conns % lthreads);
         lt[k] = (lthread_t){.w = w + first, .n = n};
         first += n;
         pthread_create(&th[k], NULL, lthread_main, &lt[k]);
     }
+    while (now_s() < tm) usleep(1000);
+    double c0 = proc_cpu_s(pid);
     size_t total = 0;
     int errors = 0;
     for (int k = 0; k < lthreads; k++) pthread_join(th[k], NULL);
@@ -577,7 +584,7 @@ static int run(int argc, char **argv)
         errors += w[i].errors;
     }
     free(lt);
-    double el = now_s() - t0, c1 = proc_cpu_s(pid);
+    double el = now_s() - tm, c1 = proc_cpu_s(pid);
     double *all = malloc((total ? total : 1) * sizeof(double));
     size_t k = 0;
     size_t nmin = SIZE_MAX, nmax = 0; /* requests per connection: fairness between clients */

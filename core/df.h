@@ -231,6 +231,9 @@ size_t df_model_names(const df_model_t *m, const char *list,
  * distinct scratch objects. Allocates nothing once scratch has grown. */
 int df_model_evaluate(const df_model_t *m, const df_batch_t *b,
                       df_scratch_t *scratch, df_error_t *err);
+/* Scratch bytes one df_model_evaluate of n poses needs (to size and
+ * pre-fault a worker's scratch before the first large batch). */
+size_t df_model_scratch_bytes(const df_model_t *m, int n);
 
 /* Clips (animations stored in the model file). */
 typedef struct df_clip_info {

@@ -404,6 +404,11 @@ int df_model_evaluate(const df_model_t *m, const df_batch_t *b,
     return m->kind->evaluate(m, b, s, err);
 }
 
+size_t df_model_scratch_bytes(const df_model_t *m, int n)
+{
+    return m && m->kind->scratch_bytes && n > 0 ? m->kind->scratch_bytes(m, n) : 0;
+}
+
 /* ---------------------------------------------------------------- clips */
 
 size_t df_model_clip_count(const df_model_t *m) { return m->n_clips; }

@@ -46,6 +46,7 @@ typedef struct df__loaded {
                                   * of 3; -1: not measured / too slow) */
     int inline_poses;            /* run requests of <= this many poses on
                                   * the front's thread (0: never) */
+    size_t scratch_need;         /* scratch bytes of a max_batch_size batch */
 } df__loaded_t;
 
 typedef struct df__mentry {
@@ -91,6 +92,7 @@ typedef struct df__worker {
     uint32_t *flags;
     float *sink; size_t sink_cap;/* outputs nobody in the batch asked for */
     df_job_t **jobs; int jobs_cap;
+    size_t warm_bytes;           /* scratch pre-faulted up to (worker.c) */
 } df__worker_t;
 
 struct df_server {
@@ -103,6 +105,8 @@ struct df_server {
     int ready, draining, stopping;
     int64_t inflight;            /* submitted, not yet done */
     int n_idle;                  /* workers waiting on work_cv */
+    size_t scratch_need;         /* largest loaded model's scratch_need:
+                                  * idle workers pre-fault that much */
     /* job pool, guarded by pool_mu */
     pthread_mutex_t pool_mu;
     df_job_t *pool;

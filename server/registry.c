@@ -175,6 +175,7 @@ static int loaded_build(df_server_t *s, df_model_t *m, df_model_config_t *cfg,
     ld->timeout_us = sc->timeout_us >= 0 ? sc->timeout_us : ld->cfg.timeout_us;
     if (ld->timeout_us <= 0) ld->timeout_us = 10000000;
     measure_single(ld, sc->inline_max_us >= 0 ? sc->inline_max_us : ld->cfg.inline_max_us);
+    ld->scratch_need = df_model_scratch_bytes(m, ld->max_batch_size);
 
     int nc = ld->cfg.n_characters > 0 ? ld->cfg.n_characters : 1;
     ld->n_chars = nc;
@@ -341,6 +342,10 @@ int df_server_load(df_server_t *s, const char *name, df_error_t *err)
     if (rc == DF_OK) {
         old = me->cur;
         me->cur = ld;
+        if (ld->scratch_need > s->scratch_need) {
+            s->scratch_need = ld->scratch_need; /* idle workers pre-fault it */
+            pthread_cond_broadcast(&s->work_cv);
+        }
         me->version = df_model_version(ld->model);
         me->n_loads++;
         me->reason[0] = 0;
