@@ -143,7 +143,7 @@ typedef struct df_ratrain_opts {
     int no_refit;             /* OURS: 1 = skip the position-space refit of the
                                  differential network's last layer */
     int piece_anchors;        /* anchors on each piece other than the largest
-                                 (0 or 1: one; k: farthest-point spread, <= its size) */
+                                 (3; 0 or 1: one; k: farthest-point spread, <= its size) */
     int world_features;       /* 1 = joint features are world matrices (before
                                  2026-11-29 evening); 0 = local matrices in the
                                  inferred parent's frame (default) */

@@ -8,7 +8,7 @@
  *         [--checkpoint FILE [--resume]] [--time-limit SECONDS] [--quiet]
  *         [--anchor-influence] [--pca-delta] [--no-refit]   (paper's choices; see docs)
  *         [--world-features]   (joint features as world matrices, the old default)
- *         [--piece-anchors K]  (anchors on each small disconnected piece, default 1)
+ *         [--piece-anchors K]  (anchors on each small disconnected piece, default 3)
  *   deform train --evaluate REPO/NAME DATA.safetensors [--reconstruction dense|sparse]
  *         [--heatmap OUT.ppm --pose I [--heatmap-max PCT]] [--errors OUT.npy] [--positions OUT.npy]
  *   deform train --breakdown MODEL.safetensors DATA.safetensors   (error sources of an 'ours' model)
