@@ -467,6 +467,33 @@ static int token_ok(df_http_t *h, struct MHD_Connection *c)
     return diff == 0;
 }
 
+/* The asynchronous answer's hand-over (a worker or load thread finishes,
+ * the HTTP thread suspends): q->mu closes the race between the two. */
+static void finish_and_resume(req_t *q)
+{
+    pthread_mutex_lock(&q->mu);
+    q->finished = 1;
+    if (q->suspended) {
+        q->suspended = 0;
+        MHD_resume_connection(q->conn);
+    }
+    pthread_mutex_unlock(&q->mu);
+}
+
+/* HTTP thread: suspend the connection unless the answer is already
+ * there; returns 1 when it is (answer now). */
+static int suspend_unless_finished(req_t *q)
+{
+    pthread_mutex_lock(&q->mu);
+    int fin = q->finished;
+    if (!fin) {
+        q->suspended = 1;
+        MHD_suspend_connection(q->conn);
+    }
+    pthread_mutex_unlock(&q->mu);
+    return fin;
+}
+
 static enum MHD_Result repo_answer(req_t *q)
 {
     q->repo_pending = 0;
@@ -485,15 +512,9 @@ static void *repo_thread(void *arg)
     df_error_t e = {0};
     int rc = q->route == R_REPO_LOAD ? df_server_load(h->srv, q->name, &e)
                                      : df_server_unload(h->srv, q->name, &e);
-    pthread_mutex_lock(&q->mu);
-    q->repo_rc = rc;
+    q->repo_rc = rc; /* read by the HTTP thread only after finished (q->mu) */
     q->repo_err = e;
-    q->finished = 1;
-    if (q->suspended) {
-        q->suspended = 0;
-        MHD_resume_connection(q->conn);
-    }
-    pthread_mutex_unlock(&q->mu);
+    finish_and_resume(q);
     atomic_fetch_sub(&h->repo_ops, 1);
     return NULL;
 }
@@ -527,14 +548,7 @@ static enum MHD_Result h_repo(req_t *q)
         q->repo_pending = 0;
         return send_error(q, 500, "cannot start the load thread");
     }
-    pthread_mutex_lock(&q->mu);
-    int fin = q->finished;
-    if (!fin) {
-        q->suspended = 1;
-        MHD_suspend_connection(q->conn);
-    }
-    pthread_mutex_unlock(&q->mu);
-    if (fin) return repo_answer(q);
+    if (suspend_unless_finished(q)) return repo_answer(q);
     return MHD_YES;
 }
 
@@ -578,14 +592,7 @@ static enum MHD_Result finish_infer(req_t *q);
 
 static void job_done(df_job_t *job, void *user)
 {
-    req_t *q = user;
-    pthread_mutex_lock(&q->mu);
-    q->finished = 1;
-    if (q->suspended) {
-        q->suspended = 0;
-        MHD_resume_connection(q->conn);
-    }
-    pthread_mutex_unlock(&q->mu);
+    finish_and_resume(user);
 }
 
 static enum MHD_Result start_infer(req_t *q)
@@ -638,13 +645,7 @@ static enum MHD_Result start_infer(req_t *q)
         job->done = NULL;
         return finish_infer(q);
     }
-    pthread_mutex_lock(&q->mu);
-    int fin = q->finished;
-    if (!fin) {
-        q->suspended = 1;
-        MHD_suspend_connection(q->conn);
-    }
-    pthread_mutex_unlock(&q->mu);
+    suspend_unless_finished(q);
     return MHD_YES;
 }
 
