@@ -706,16 +706,13 @@ static enum MHD_Result finish_infer(req_t *q)
     char *pp = params;
     pp = put_s(pp, "\"character\":\"");
     pp = put_s(pp, q->name);
-    pp = put_s(pp, "\",\"queue_us\":");
-    pp = df_ks_fmt_i64(pp, job->queue_us);
-    pp = put_s(pp, ",\"compute_us\":");
-    pp = df_ks_fmt_i64(pp, job->compute_us);
-    pp = put_s(pp, ",\"batch_poses\":");
-    pp = df_ks_fmt_i64(pp, job->batch_poses);
-    pp = put_s(pp, ",\"batch_requests\":");
-    pp = df_ks_fmt_i64(pp, job->batch_requests);
-    pp = put_s(pp, ",\"batch_characters\":");
-    pp = df_ks_fmt_i64(pp, job->batch_characters);
+    const struct { const char *key; int64_t v; } nums[] = {
+        {"\",\"queue_us\":", job->queue_us},          {",\"compute_us\":", job->compute_us},
+        {",\"batch_poses\":", job->batch_poses},       {",\"batch_requests\":", job->batch_requests},
+        {",\"batch_characters\":", job->batch_characters},
+    };
+    for (size_t k = 0; k < sizeof nums / sizeof nums[0]; k++)
+        pp = df_ks_fmt_i64(put_s(pp, nums[k].key), nums[k].v);
     pp = put_s(pp, job->ran_inline ? ",\"inline\":true" : ",\"inline\":false");
     *pp = 0;
     if (df_kserve_write_response(&q->out, job->model_name, job->model_version, q->kreq.id, outs,
