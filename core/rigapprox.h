@@ -147,6 +147,10 @@ typedef struct df_ratrain_opts {
     int world_features;       /* 1 = joint features are world matrices (before
                                  2026-11-29 evening); 0 = local matrices in the
                                  inferred parent's frame (default) */
+    int pos_epochs;           /* OURS: epochs of position-space fine-tuning of the
+                                 differential network through the (folded)
+                                 reconstruction after the differential-coordinate
+                                 training (0: none, the paper) */
     int epochs, batch;        /* (200, 128) */
     float lr, lr_anchor;      /* Adam (1e-3, 1e-3) */
     int adam;                 /* 1 Adam, 0 SGD momentum */

@@ -23,6 +23,7 @@
 #include "nn.h"
 #include "rigapprox.h"
 
+#include <cblas.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -38,6 +39,7 @@ static int usage(void)
             "         [--anchors F] [--omega W] [--epochs E] [--batch B] [--lr R] [--sgd] [--val F]\n"
             "         [--patience E] [--seed S] [--checkpoint FILE [--resume]] [--time-limit S] [--quiet]\n"
             "         [--anchor-influence] [--pca-delta] [--no-refit] [--world-features] [--piece-anchors K]\n"
+            "         [--pos-epochs N]  (ours: position-space fine-tuning epochs after training)\n"
             "       deform train --evaluate REPO/NAME DATA.safetensors [--reconstruction dense|sparse]\n"
             "         [--heatmap OUT.ppm --pose I [--heatmap-max PCT]] [--errors OUT.npy] [--positions OUT.npy]\n"
             "       deform train --breakdown MODEL.safetensors DATA.safetensors\n");
@@ -262,8 +264,8 @@ static int breakdown(const char *model_file, const char *data)
         }
         free(tw);
     }
-    double perr[5][2] = {{0}}, pmx[5][2] = {{0}};
-    int64_t pcount[2] = {0, 0}, wv[5] = {0}, wp[5] = {0};
+    double perr[6][2] = {{0}}, pmx[6][2] = {{0}};
+    int64_t pcount[2] = {0, 0}, wv[6] = {0}, wp[6] = {0};
     for (int64_t v = 0; comp && v < V; v++) pcount[comp[v] != big]++;
     /* least-squares projection on the basis (not orthogonal when it is the
      * v_nl PCA mapped through L_s): Gram matrix, Cholesky once */
@@ -277,10 +279,26 @@ static int breakdown(const char *model_file, const char *data)
     for (int64_t p = 0; p < P; p++) utu[p * P + p] += 1e-9 * gtr / P;
     int np = (int)P, one = 1, info = 0;
     dpotrf_("U", &np, utu, &np, &info); /* row-major lower = column-major upper */
-    const char *names[5] = {"true delta (all 3V) + true anchors", "true delta on the PCs + true anchors",
+    /* the floor of a network trained in position space (--pos-epochs): the
+     * best coefficients z for the reconstructed v_nl itself, least squares
+     * on the folded G = A^-1 L_s^T U (with the true anchors):
+     * z = (G^T G)^-1 G^T (v_nl - g0 - H a) */
+    float *G = malloc(sizeof(float) * D * P), *Hm = malloc(sizeof(float) * V * (A ? A : 1)), *g0 = malloc(sizeof(float) * D);
+    double *gtg = calloc(P * P, sizeof(double)), *gd = malloc(sizeof(double) * D * P);
+    int ginfo = !G || !Hm || !g0 || !gtg || !gd || df_lap_fold(lap, (int)(3 * P), m.basis, G, Hm, &e) ||
+                df_lap_fold(lap, 3, m.basis_mean, g0, NULL, &e);
+    if (!ginfo) {
+        for (int64_t k = 0; k < D * P; k++) gd[k] = G[k];
+        cblas_dsyrk(CblasRowMajor, CblasLower, CblasTrans, (int)P, (int)D, 1.0, gd, (int)P, 0.0, gtg, (int)P);
+        double tr = 0;
+        for (int64_t p = 0; p < P; p++) tr += gtg[p * P + p];
+        for (int64_t p = 0; p < P; p++) gtg[p * P + p] += 1e-9 * tr / P;
+        dpotrf_("U", &np, gtg, &np, &ginfo);
+    }
+    const char *names[6] = {"true delta (all 3V) + true anchors", "true delta on the PCs + true anchors",
                             "predicted delta + true anchors", "true delta + predicted anchors",
-                            "predicted delta + predicted anchors"};
-    double err[5] = {0}, mx[5] = {0};
+                            "predicted delta + predicted anchors", "best PC coefficients for v + true anchors"};
+    double err[6] = {0}, mx[6] = {0};
     for (int64_t s = 0; s < d.n; s++) {
         const float *W = d.joints + s * d.nj * 12, *C = d.nc ? d.controls + s * d.nc : NULL, *gt = d.positions + s * D;
         df_rigapprox_linear(V, d.nj, (int)d.k, d.invbind, d.skin_j, d.skin_w, 1, W, T);
@@ -312,8 +330,26 @@ static int breakdown(const char *model_file, const char *data)
             memcpy(app + a * 3, df_mlp_forward(m.anc_nets[a], 1, xi, awk), sizeof(float) * 3);
         }
         const float *dl[5] = {dt, dj, dp, dt, dp}, *al[5] = {apt, apt, apt, app, app};
-        for (int c = 0; c < 5; c++) {
-            df_lap_reconstruct(lap, 3, dl[c], al[c], out, w);
+        for (int c = 0; c < 6; c++) {
+            if (c == 5) { /* out = G z* + H a + g0 */
+                if (ginfo) break;
+                for (int64_t k = 0; k < D; k++) out[k] = g0[k];
+                for (int64_t v = 0; v < V; v++)
+                    for (int64_t a = 0; a < A; a++)
+                        for (int q = 0; q < 3; q++) out[v * 3 + q] += Hm[v * A + a] * apt[a * 3 + q];
+                for (int64_t p = 0; p < P; p++) {
+                    double q = 0;
+                    for (int64_t k = 0; k < D; k++) q += (double)G[k * P + p] * (nl[k] - out[k]);
+                    z2[p] = q;
+                }
+                dpotrs_("U", &np, &one, gtg, &np, z2, &np, &info);
+                for (int64_t k = 0; k < D; k++) {
+                    double q = out[k];
+                    for (int64_t p = 0; p < P; p++) q += G[k * P + p] * z2[p];
+                    out[k] = (float)q;
+                }
+            } else
+                df_lap_reconstruct(lap, 3, dl[c], al[c], out, w);
             df_rigapprox_apply(V, T, d.rest, out, pos);
             for (int64_t v = 0; v < V; v++) {
                 double q = sqrt((pos[v * 3] - gt[v * 3]) * (pos[v * 3] - gt[v * 3]) +
@@ -328,7 +364,7 @@ static int breakdown(const char *model_file, const char *data)
         }
     }
     printf("%-40s %-28s %-22s %-22s %s\n", "", "all vertices", "largest piece", "other pieces", "worst vertex");
-    for (int c = 0; c < 5; c++)
+    for (int c = 0; c < (ginfo ? 5 : 6); c++)
         printf("%-40s mean %.4f %%  max %.3f %%  %.4f %% / %.3f %%  %.4f %% / %.3f %%  v %lld (piece of %lld) pose %lld\n",
                names[c], 100 * err[c] / ((double)d.n * V) / d.height, 100 * mx[c] / d.height,
                100 * perr[c][0] / ((double)d.n * (pcount[0] ? pcount[0] : 1)) / d.height, 100 * pmx[c][0] / d.height,
@@ -336,6 +372,7 @@ static int breakdown(const char *model_file, const char *data)
                (long long)wv[c], (long long)csz[comp[wv[c]]], (long long)wp[c]);
     free(T), free(nl), free(dt), free(dp), free(dj), free(apt), free(app), free(x), free(out), free(pos), free(act);
     free(w), free(utu), free(z2), free(awk), free(xi), free(comp), free(csz);
+    free(G), free(Hm), free(g0), free(gtg), free(gd);
     df_lap_free(&lap);
     df_rigdata_close(&d);
     df_ramodel_release(&m);
@@ -394,6 +431,7 @@ int cmd_train(int argc, char **argv)
         else if (!strcmp(a, "--piece-anchors")) o.piece_anchors = atoi(v);
         else if (!strcmp(a, "--omega")) o.omega = atof(v);
         else if (!strcmp(a, "--epochs")) o.epochs = atoi(v);
+        else if (!strcmp(a, "--pos-epochs")) o.pos_epochs = atoi(v);
         else if (!strcmp(a, "--batch")) o.batch = atoi(v);
         else if (!strcmp(a, "--lr")) o.lr = o.lr_anchor = (float)atof(v);
         else if (!strcmp(a, "--val")) o.val_frac = atof(v);
