@@ -44,6 +44,9 @@ typedef struct ra_impl {
     float *rest_world;    /* [J,12] default joint matrices */
     int max_in;           /* widest anchor input */
     size_t max_anc_work;  /* floats per pose of the widest anchor net */
+    float *net_pk;        /* the differential (or local / pcalr) net packed, batch 1 */
+    float *anc_pk;        /* every anchor net packed (df_mlp_pack), one array */
+    size_t *anc_pk_off;   /* [A] offset of anchor a's net in anc_pk */
 } ra_impl_t;
 
 static void ra_destroy(void *p)
@@ -53,6 +56,7 @@ static void ra_destroy(void *p)
     df_ramodel_release(&r->m);
     df_lap_free(&r->lap);
     free(r->G), free(r->H), free(r->g0), free(r->rest_world);
+    free(r->net_pk), free(r->anc_pk), free(r->anc_pk_off);
     free(r);
 }
 
@@ -118,14 +122,28 @@ static int ra_load(df_model_t *mo, const df_st_t *st_in, const char *params_json
         (C && (rc = df__model_set_names(mo, "controls", (size_t)C, (const char *const *)m->control_names))))
         return df_error_set(err, rc, "rigapprox: cannot describe the model");
 
+    if (m->net) { /* batch 1 streams the packed copy once (nn.h); batch > 1 runs GEMMs on m->net */
+        r->net_pk = aligned_alloc(64, (sizeof(float) * df_mlp_packed_floats(m->net) + 63) / 64 * 64);
+        if (!r->net_pk) return df_error_set(err, DF_ENOMEM, "rigapprox: out of memory");
+        df_mlp_pack(m->net, r->net_pk);
+    }
     if (m->variant == DF_RA_OURS) {
         if ((rc = df_rigapprox_lap(V, m->rest, m->nt, m->tris, m->na, m->anchors, m->omega, &r->lap, err))) return rc;
+        size_t pk = 0;
+        r->anc_pk_off = malloc(sizeof(size_t) * (m->na + 1));
+        if (!r->anc_pk_off) return df_error_set(err, DF_ENOMEM, "rigapprox: out of memory");
         for (int64_t a = 0; a < m->na; a++) {
             int n = m->anc_off[a + 1] - m->anc_off[a];
             if (n > r->max_in) r->max_in = n;
             size_t wf = df_mlp_work_floats(m->anc_nets[a], 1);
             if (wf > r->max_anc_work) r->max_anc_work = wf;
+            r->anc_pk_off[a] = pk;
+            pk += df_mlp_packed_floats(m->anc_nets[a]);
         }
+        /* the batch-1 anchor bank: every net packed back to back, streamed once per pose */
+        r->anc_pk = aligned_alloc(64, (sizeof(float) * pk + 63) / 64 * 64 + 64); /* size: a multiple of 64 */
+        if (!r->anc_pk) return df_error_set(err, DF_ENOMEM, "rigapprox: out of memory");
+        for (int64_t a = 0; a < m->na; a++) df_mlp_pack(m->anc_nets[a], r->anc_pk + r->anc_pk_off[a]);
         double mb = (3.0 * V * m->P + (double)V * m->na + 3.0 * V) * 4 / 1e6;
         r->dense = want == 1 || (want == 2 && mb <= dense_max_mb);
         if (r->dense) {
@@ -154,7 +172,7 @@ static size_t ra_scratch_bytes(const df_model_t *mo, int n)
     f += (size_t)m->nj * 12 + 16;                       /* skinning matrices */
     size_t d = 0;
     if (m->variant == DF_RA_OURS) {
-        f += B * r->max_in + B * r->max_anc_work + m->na * 3 * B + 48;
+        f += B * r->max_in + B * r->max_anc_work + m->na * 3 * B + 3 * m->na + 64;
         f += 2 * B * 3 * V + 32; /* R and delta */
         if (!r->dense) d = 2 * B * 3 * V;
     }
@@ -201,7 +219,8 @@ static int ra_evaluate(const df_model_t *mo, const df_batch_t *b, void *scratch,
     if (m->variant == DF_RA_LBS) {
         memset(vnl, 0, sizeof(float) * B * 3 * V);
     } else {
-        float *coef = df_mlp_forward(m->net, B, X, act);
+        const float *coef = B == 1 ? df_mlp_forward_packed(m->net, r->net_pk, NULL, X, act)
+                                   : df_mlp_forward(m->net, B, X, act);
         if (m->variant != DF_RA_OURS || !r->dense) {
             /* vnl (or delta for OURS sparse) = mean + coef U^T */
             for (int p = 0; p < B; p++) memcpy(vnl + (size_t)p * 3 * V, m->basis_mean, sizeof(float) * 3 * V);
@@ -216,7 +235,13 @@ static int ra_evaluate(const df_model_t *mo, const df_batch_t *b, void *scratch,
             float *acta = TAKE(float, (size_t)B * r->max_anc_work);
             float *AP = TAKE(float, (size_t)A * 3 * B);
             float *R = TAKE(float, (size_t)V * 3 * B);
-            for (int64_t a = 0; a < A; a++) {
+            if (B == 1) /* packed bank, gather fused into the first layer */
+                for (int64_t a = 0; a < A; a++) {
+                    const float *o = df_mlp_forward_packed(m->anc_nets[a], r->anc_pk + r->anc_pk_off[a],
+                                                           m->anc_idx + m->anc_off[a], X, acta);
+                    AP[a * 3] = o[0], AP[a * 3 + 1] = o[1], AP[a * 3 + 2] = o[2];
+                }
+            else for (int64_t a = 0; a < A; a++) {
                 const int32_t *idx = m->anc_idx + m->anc_off[a];
                 int n = m->anc_off[a + 1] - m->anc_off[a];
                 for (int p = 0; p < B; p++)
@@ -231,16 +256,15 @@ static int ra_evaluate(const df_model_t *mo, const df_batch_t *b, void *scratch,
                 else
                     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, (int)(3 * V), (int)P, 1.0f, coef, (int)P,
                                 r->G, (int)P, 1.0f, vnl, (int)(3 * V));
-                if (B == 1) /* gemm with N = 3 repacks H every call: 3 strided gemv instead */
-                    for (int c = 0; c < 3; c++)
-                        cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)V, (int)A, 1.0f, r->H, (int)A, AP + c, 3, 0.0f,
-                                    R + c, 3);
-                else
+                if (B == 1) { /* one pass over H, three dot products per row (gemm N = 3 repacks H) */
+                    df_matvec3_add(V, (int)A, r->H, AP, vnl, R);
+                } else {
                     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)V, 3 * B, (int)A, 1.0f, r->H,
                                 (int)A, AP, 3 * B, 0.0f, R, 3 * B);
-                for (int64_t v = 0; v < V; v++)
-                    for (int p = 0; p < B; p++)
-                        for (int c = 0; c < 3; c++) vnl[(size_t)p * 3 * V + v * 3 + c] += R[(v * B + p) * 3 + c];
+                    for (int64_t v = 0; v < V; v++)
+                        for (int p = 0; p < B; p++)
+                            for (int c = 0; c < 3; c++) vnl[(size_t)p * 3 * V + v * 3 + c] += R[(v * B + p) * 3 + c];
+                }
             } else {
                 float *D = TAKE(float, (size_t)V * 3 * B);
                 double *dw = TAKE(double, (size_t)2 * V * 3 * B);

@@ -1,5 +1,7 @@
 /* nn.c — MLP forward/backward as GEMMs (OpenBLAS), Adam / SGD-momentum,
- * L1 / L2 losses, seeded RNG. See nn.h for the design.
+ * L1 / L2 losses, seeded RNG, and the packed batch-1 kernels (own AVX2/FMA
+ * loops with a plain-C fallback, chosen at compile time like core/skin.c).
+ * See nn.h for the design.
  */
 #include "nn.h"
 
@@ -7,6 +9,10 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#define DF__NN_AVX2 1
+#endif
 
 double df_rng_normal(df_rng_t *r)
 {
@@ -261,4 +267,167 @@ double df_loss_l2(int64_t n, const float *pred, const float *target,
         if (grad) grad[i] = d * inv;
     }
     return s / (double)n;
+}
+
+/* ------------------------------------------------- packed batch-1 path */
+static size_t up16(size_t n) { return (n + 15) & ~(size_t)15; }
+
+size_t df_mlp_packed_floats(const df_mlp_t *m)
+{
+    size_t n = 0;
+    for (int l = 0; l < m->n_layers; l++)
+        n += up16((size_t)m->dims[l + 1]) + up16((size_t)m->dims[l + 1] * m->dims[l]);
+    return n;
+}
+
+void df_mlp_pack(const df_mlp_t *m, float *dst)
+{
+    memset(dst, 0, sizeof(float) * df_mlp_packed_floats(m));
+    for (int l = 0; l < m->n_layers; l++) {
+        int ni = m->dims[l], no = m->dims[l + 1];
+        memcpy(dst, m->b[l], sizeof(float) * no);
+        float *w = dst + up16((size_t)no);
+        if (no >= 8) /* transposed panels of 64 outputs: [in,pw] each, back to back */
+            for (int o0 = 0; o0 < no; o0 += 64) {
+                int pw = no - o0 < 64 ? no - o0 : 64;
+                float *pn = w + (size_t)o0 * ni;
+                for (int o = 0; o < pw; o++)
+                    for (int i = 0; i < ni; i++) pn[(size_t)i * pw + o] = m->w[l][(size_t)(o0 + o) * ni + i];
+            }
+        else
+            memcpy(w, m->w[l], sizeof(float) * no * ni);
+        dst = w + up16((size_t)no * ni);
+    }
+}
+
+#ifdef DF__NN_AVX2
+static inline float hsum8(__m256 v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+#endif
+
+static inline float xin(const float *x, const int32_t *idx, int i) { return idx ? x[idx[i]] : x[i]; }
+
+void df_dense_packed(int in, int out, const float *layer, const float *x,
+                     const int32_t *idx, float *y, int relu)
+{
+    const float *b = layer, *W = layer + up16((size_t)out);
+    int o = 0;
+    if (out >= 8) { /* panels: y[o0+k] = b[o0+k] + sum_i x_i P[i*pw+k], P = W + o0*in */
+#ifdef DF__NN_AVX2
+        const __m256 z = _mm256_setzero_ps();
+        for (; o + 64 <= out; o += 64) { /* full panels, pw = 64: 64 outputs in registers */
+            __m256 a0 = _mm256_loadu_ps(b + o), a1 = _mm256_loadu_ps(b + o + 8),
+                   a2 = _mm256_loadu_ps(b + o + 16), a3 = _mm256_loadu_ps(b + o + 24),
+                   a4 = _mm256_loadu_ps(b + o + 32), a5 = _mm256_loadu_ps(b + o + 40),
+                   a6 = _mm256_loadu_ps(b + o + 48), a7 = _mm256_loadu_ps(b + o + 56);
+            const float *w = W + (size_t)o * in;
+            for (int i = 0; i < in; i++, w += 64) {
+                __m256 xi = _mm256_set1_ps(xin(x, idx, i));
+                a0 = _mm256_fmadd_ps(xi, _mm256_loadu_ps(w), a0);
+                a1 = _mm256_fmadd_ps(xi, _mm256_loadu_ps(w + 8), a1);
+                a2 = _mm256_fmadd_ps(xi, _mm256_loadu_ps(w + 16), a2);
+                a3 = _mm256_fmadd_ps(xi, _mm256_loadu_ps(w + 24), a3);
+                a4 = _mm256_fmadd_ps(xi, _mm256_loadu_ps(w + 32), a4);
+                a5 = _mm256_fmadd_ps(xi, _mm256_loadu_ps(w + 40), a5);
+                a6 = _mm256_fmadd_ps(xi, _mm256_loadu_ps(w + 48), a6);
+                a7 = _mm256_fmadd_ps(xi, _mm256_loadu_ps(w + 56), a7);
+            }
+            if (relu) {
+                a0 = _mm256_max_ps(a0, z), a1 = _mm256_max_ps(a1, z), a2 = _mm256_max_ps(a2, z);
+                a3 = _mm256_max_ps(a3, z), a4 = _mm256_max_ps(a4, z), a5 = _mm256_max_ps(a5, z);
+                a6 = _mm256_max_ps(a6, z), a7 = _mm256_max_ps(a7, z);
+            }
+            _mm256_storeu_ps(y + o, a0), _mm256_storeu_ps(y + o + 8, a1);
+            _mm256_storeu_ps(y + o + 16, a2), _mm256_storeu_ps(y + o + 24, a3);
+            _mm256_storeu_ps(y + o + 32, a4), _mm256_storeu_ps(y + o + 40, a5);
+            _mm256_storeu_ps(y + o + 48, a6), _mm256_storeu_ps(y + o + 56, a7);
+        }
+        /* the last panel, narrower than 64: 8 columns at a time */
+        const int pw = out - o, o0 = o;
+        for (; o + 8 <= out; o += 8) {
+            __m256 a = _mm256_loadu_ps(b + o);
+            const float *w = W + (size_t)o0 * in + (o - o0);
+            for (int i = 0; i < in; i++, w += pw) a = _mm256_fmadd_ps(_mm256_set1_ps(xin(x, idx, i)), _mm256_loadu_ps(w), a);
+            if (relu) a = _mm256_max_ps(a, z);
+            _mm256_storeu_ps(y + o, a);
+        }
+#endif
+        for (int o0 = o / 64 * 64; o < out; o0 += 64) { /* remaining columns (all of them without AVX2) */
+            int pw = out - o0 < 64 ? out - o0 : 64, k0 = o, k1 = o0 + pw;
+            for (int k = k0; k < k1; k++) y[k] = b[k];
+            for (int i = 0; i < in; i++) {
+                float xi = xin(x, idx, i);
+                const float *w = W + (size_t)o0 * in + (size_t)i * pw - o0;
+                for (int k = k0; k < k1; k++) y[k] += xi * w[k];
+            }
+            if (relu)
+                for (int k = k0; k < k1; k++) y[k] = y[k] > 0.0f ? y[k] : 0.0f;
+            o = k1;
+        }
+        return;
+    }
+    for (; o < out; o++) { /* row-major: one dot product per output */
+        const float *w = W + (size_t)o * in;
+        float s = 0.0f;
+        int i = 0;
+#ifdef DF__NN_AVX2
+        if (!idx) {
+            __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+            for (; i + 16 <= in; i += 16) {
+                a0 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i), _mm256_loadu_ps(x + i), a0);
+                a1 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i + 8), _mm256_loadu_ps(x + i + 8), a1);
+            }
+            for (; i + 8 <= in; i += 8) a0 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i), _mm256_loadu_ps(x + i), a0);
+            s = hsum8(_mm256_add_ps(a0, a1));
+        }
+#endif
+        for (; i < in; i++) s += w[i] * xin(x, idx, i);
+        s += b[o];
+        y[o] = relu && s < 0.0f ? 0.0f : s;
+    }
+}
+
+const float *df_mlp_forward_packed(const df_mlp_t *m, const float *pk,
+                                   const int32_t *idx, const float *x,
+                                   float *act)
+{
+    const float *in = x;
+    float *y = act;
+    for (int l = 0; l < m->n_layers; l++) {
+        int ni = m->dims[l], no = m->dims[l + 1];
+        df_dense_packed(ni, no, pk, in, l ? NULL : idx, y, l < m->n_layers - 1);
+        pk += up16((size_t)no) + up16((size_t)no * ni);
+        in = y;
+        y += no;
+    }
+    return in;
+}
+
+void df_matvec3_add(int64_t rows, int n, const float *M, const float *x3,
+                    float *y, float *tmp)
+{
+    float *x0 = tmp, *x1 = tmp + n, *x2 = tmp + 2 * (size_t)n;
+    for (int a = 0; a < n; a++) x0[a] = x3[a * 3], x1[a] = x3[a * 3 + 1], x2[a] = x3[a * 3 + 2];
+    for (int64_t r = 0; r < rows; r++) {
+        const float *h = M + (size_t)r * n;
+        float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f;
+        int a = 0;
+#ifdef DF__NN_AVX2
+        __m256 c0 = _mm256_setzero_ps(), c1 = _mm256_setzero_ps(), c2 = _mm256_setzero_ps();
+        for (; a + 8 <= n; a += 8) {
+            __m256 hv = _mm256_loadu_ps(h + a);
+            c0 = _mm256_fmadd_ps(hv, _mm256_loadu_ps(x0 + a), c0);
+            c1 = _mm256_fmadd_ps(hv, _mm256_loadu_ps(x1 + a), c1);
+            c2 = _mm256_fmadd_ps(hv, _mm256_loadu_ps(x2 + a), c2);
+        }
+        s0 = hsum8(c0), s1 = hsum8(c1), s2 = hsum8(c2);
+#endif
+        for (; a < n; a++) s0 += h[a] * x0[a], s1 += h[a] * x1[a], s2 += h[a] * x2[a];
+        y[r * 3] += s0, y[r * 3 + 1] += s1, y[r * 3 + 2] += s2;
+    }
 }

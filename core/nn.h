@@ -83,6 +83,42 @@ void df_mlp_backward(const df_mlp_t *m, int B, const float *x,
                      float *tmp);
 void df_mlp_zero(df_mlp_t *g);
 
+/* ------------------------------------------------- packed batch-1 path
+ * At batch 1 a small network is a chain of matrix-vector products bound by
+ * the bytes of its weights; one BLAS call per layer costs more in dispatch
+ * than the product itself for the rigapprox anchor mini-networks
+ * (in <= a few hundred, out = 64). The packed form streams each layer once
+ * with an own kernel (AVX2/FMA when compiled for it, plain C otherwise):
+ * per layer the bias [out] then the weights, TRANSPOSED [in,out] when
+ * out >= 8 (64 outputs stay in registers, each input broadcast once) and
+ * row-major [out,in] otherwise (one dot product per output); every layer
+ * starts 64-byte aligned relative to the packed array. Numerically it is
+ * the same network summed in another order (tests/unit/core/
+ * test_rigapprox_serve.c: vs a double loop and vs the GEMM path). */
+
+/* Floats df_mlp_pack writes for m. */
+size_t df_mlp_packed_floats(const df_mlp_t *m);
+/* Pack m into dst (df_mlp_packed_floats(m) floats, borrowed; 64-byte
+ * aligned for the best speed, any float alignment works). */
+void df_mlp_pack(const df_mlp_t *m, float *dst);
+/* One packed layer (as df_mlp_pack lays it out): y[out] = W x + b, ReLU
+ * when relu != 0. The input is x[i], or x[idx[i]] when idx is not NULL
+ * (a gather fused into the read). y must not alias x. */
+void df_dense_packed(int in, int out, const float *layer, const float *x,
+                     const int32_t *idx, float *y, int relu);
+/* Forward one row through the packed copy pk of m (m gives the shape, pk is
+ * borrowed). Input x[i], or x[idx[i]] for i < m->dims[0] when idx is not
+ * NULL. act: df_mlp_work_floats(m,1) floats (borrowed). Returns a pointer
+ * into act to the output [out]. */
+const float *df_mlp_forward_packed(const df_mlp_t *m, const float *pk,
+                                   const int32_t *idx, const float *x,
+                                   float *act);
+/* y[r*3+c] += sum_a M[r*n+a] x3[a*3+c] for r < rows, c < 3: three
+ * matrix-vector products sharing M [rows,n] row-major, M read exactly once.
+ * tmp: 3n floats scratch (borrowed; x3 is de-interleaved into it). */
+void df_matvec3_add(int64_t rows, int n, const float *M, const float *x3,
+                    float *y, float *tmp);
+
 typedef struct df_mlp_opt {
     int adam;          /* 1: Adam, 0: SGD with momentum */
     float lr, beta1, beta2, eps, momentum, weight_decay;
