@@ -7,13 +7,19 @@
  * `positions` [V,3]. A batch of B poses runs as one chain:
  *   features X [B,F] (Eq. 9; joint matrices taken into their parent's frame
  *   with the model's `joint_parents`, the animator's local transforms) ->
- *   differential MLP (one sgemm per layer;
- *   sgemv at B = 1) -> PCA coefficients [B,P];
- *   every anchor mini-network on the whole batch (gathered inputs, small
- *   GEMMs) -> anchor offsets [A,3B];
+ *   differential MLP (one sgemm per layer; at B = 1 its packed copy through
+ *   the own streaming kernel of nn.h, which reads the weights once at full
+ *   bandwidth where sgemv did not) -> PCA coefficients [B,P];
+ *   every anchor mini-network (~3 x 64 wide, a few hundred of them) through
+ *   ONE packed array holding the whole bank (nn.h), input gather fused into
+ *   the first layer, the poses of a batch reusing each net from L1 (~850
+ *   BLAS calls per batch cost more in dispatch than the arithmetic) ->
+ *   anchor offsets [A,3B];
  *   reconstruction of the nonlinear offsets v_nl [B,3V], either
  *     dense : v_nl = g0 + coef G^T + (H AP)^T  with G = A^-1 L_s^T U and
- *             H = w^2 A^-1 S^T folded at load (two GEMMs per batch), or
+ *             H = w^2 A^-1 S^T folded at load (two GEMMs per batch; at
+ *             B = 1 sgemv on G and ONE pass over H for the three
+ *             coordinates, df_matvec3_add), or
  *     sparse: RHS L_s^T (mean + U coef) + w^2 S^T AP, one forward/back
  *             substitution with 3B right-hand sides (core/laplacian.c);
  *   then out_i = T_i (v_i + v_nl,i), T_i = sum_k w_ik world_k invbind_k.
@@ -42,7 +48,6 @@ typedef struct ra_impl {
     int dense;
     float *G, *H, *g0;    /* dense folding: [3V,P], [V,A], [3V] */
     float *rest_world;    /* [J,12] default joint matrices */
-    int max_in;           /* widest anchor input */
     size_t max_anc_work;  /* floats per pose of the widest anchor net */
     float *net_pk;        /* the differential (or local / pcalr) net packed, batch 1 */
     float *anc_pk;        /* every anchor net packed (df_mlp_pack), one array */
@@ -133,8 +138,6 @@ static int ra_load(df_model_t *mo, const df_st_t *st_in, const char *params_json
         r->anc_pk_off = malloc(sizeof(size_t) * (m->na + 1));
         if (!r->anc_pk_off) return df_error_set(err, DF_ENOMEM, "rigapprox: out of memory");
         for (int64_t a = 0; a < m->na; a++) {
-            int n = m->anc_off[a + 1] - m->anc_off[a];
-            if (n > r->max_in) r->max_in = n;
             size_t wf = df_mlp_work_floats(m->anc_nets[a], 1);
             if (wf > r->max_anc_work) r->max_anc_work = wf;
             r->anc_pk_off[a] = pk;
@@ -172,7 +175,7 @@ static size_t ra_scratch_bytes(const df_model_t *mo, int n)
     f += (size_t)m->nj * 12 + 16;                       /* skinning matrices */
     size_t d = 0;
     if (m->variant == DF_RA_OURS) {
-        f += B * r->max_in + B * r->max_anc_work + m->na * 3 * B + 3 * m->na + 64;
+        f += r->max_anc_work + m->na * 3 * B + 3 * m->na + 48;
         f += 2 * B * 3 * V + 32; /* R and delta */
         if (!r->dense) d = 2 * B * 3 * V;
     }
@@ -231,24 +234,19 @@ static int ra_evaluate(const df_model_t *mo, const df_batch_t *b, void *scratch,
                             m->basis, (int)P, 1.0f, vnl, (int)(3 * V));
         }
         if (m->variant == DF_RA_OURS) {
-            float *Xa = TAKE(float, (size_t)B * r->max_in);
-            float *acta = TAKE(float, (size_t)B * r->max_anc_work);
+            float *acta = TAKE(float, r->max_anc_work);
             float *AP = TAKE(float, (size_t)A * 3 * B);
             float *R = TAKE(float, (size_t)V * 3 * B);
-            if (B == 1) /* packed bank, gather fused into the first layer */
-                for (int64_t a = 0; a < A; a++) {
+            /* the packed bank at every batch size, gather fused into the first layer; the poses of
+             * a batch reuse each net's weights from L1/L2 (faster than one small GEMM per layer up
+             * to B = 32 and equal at 128: docs/rigapprox.md) */
+            for (int64_t a = 0; a < A; a++)
+                for (int p = 0; p < B; p++) {
                     const float *o = df_mlp_forward_packed(m->anc_nets[a], r->anc_pk + r->anc_pk_off[a],
-                                                           m->anc_idx + m->anc_off[a], X, acta);
-                    AP[a * 3] = o[0], AP[a * 3 + 1] = o[1], AP[a * 3 + 2] = o[2];
+                                                           m->anc_idx + m->anc_off[a], X + (size_t)p * F, acta);
+                    float *ap = AP + (a * B + p) * 3;
+                    ap[0] = o[0], ap[1] = o[1], ap[2] = o[2];
                 }
-            else for (int64_t a = 0; a < A; a++) {
-                const int32_t *idx = m->anc_idx + m->anc_off[a];
-                int n = m->anc_off[a + 1] - m->anc_off[a];
-                for (int p = 0; p < B; p++)
-                    for (int i = 0; i < n; i++) Xa[(size_t)p * n + i] = X[(size_t)p * F + idx[i]];
-                const float *o = df_mlp_forward(m->anc_nets[a], B, Xa, acta);
-                memcpy(AP + a * 3 * B, o, sizeof(float) * 3 * B);
-            }
             if (r->dense) {
                 for (int p = 0; p < B; p++) memcpy(vnl + (size_t)p * 3 * V, r->g0, sizeof(float) * 3 * V);
                 if (B == 1)
