@@ -249,7 +249,7 @@ static int ra_evaluate(const df_model_t *mo, const df_batch_t *b, void *scratch,
                 }
             if (r->dense) {
                 for (int p = 0; p < B; p++) memcpy(vnl + (size_t)p * 3 * V, r->g0, sizeof(float) * 3 * V);
-                if (B == 1)
+                if (B == 1) /* sgemv streams G at the speed of an own kernel (measured) */
                     cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)(3 * V), (int)P, 1.0f, r->G, (int)P, coef, 1, 1.0f, vnl, 1);
                 else
                     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, (int)(3 * V), (int)P, 1.0f, coef, (int)P,

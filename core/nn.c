@@ -408,26 +408,66 @@ const float *df_mlp_forward_packed(const df_mlp_t *m, const float *pk,
     return in;
 }
 
+#ifdef DF__NN_AVX2
+/* lanes 0..k-1 on (k in 0..8) */
+static inline __m256i lanes(int k)
+{
+    static const int32_t m[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
+    return _mm256_loadu_si256((const __m256i *)(m + 8 - k));
+}
+/* [sum a, sum b, sum c, sum d] */
+static inline __m128 hsum4x8(__m256 a, __m256 b, __m256 c, __m256 d)
+{
+    __m256 t = _mm256_hadd_ps(_mm256_hadd_ps(a, b), _mm256_hadd_ps(c, d));
+    return _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));
+}
+#endif
+
 void df_matvec3_add(int64_t rows, int n, const float *M, const float *x3,
                     float *y, float *tmp)
 {
     float *x0 = tmp, *x1 = tmp + n, *x2 = tmp + 2 * (size_t)n;
     for (int a = 0; a < n; a++) x0[a] = x3[a * 3], x1[a] = x3[a * 3 + 1], x2[a] = x3[a * 3 + 2];
-    for (int64_t r = 0; r < rows; r++) {
+    int64_t r = 0;
+#ifdef DF__NN_AVX2
+    /* four rows at a time: 12 FMA chains (row x coordinate), each x vector
+     * loaded once for four rows; the tail through a masked load */
+    const int nt = n & 7, n8 = n & ~7;
+    const __m256i mk = lanes(nt);
+    for (; r + 4 <= rows; r += 4) {
+        const float *h0 = M + (size_t)r * n, *h1 = h0 + n, *h2 = h1 + n, *h3 = h2 + n;
+        __m256 c00 = _mm256_setzero_ps(), c01 = c00, c02 = c00, c10 = c00, c11 = c00, c12 = c00;
+        __m256 c20 = c00, c21 = c00, c22 = c00, c30 = c00, c31 = c00, c32 = c00;
+        for (int a = 0; a <= n8; a += 8) {
+            __m256 u, v, w, h;
+            if (a < n8) {
+                u = _mm256_loadu_ps(x0 + a), v = _mm256_loadu_ps(x1 + a), w = _mm256_loadu_ps(x2 + a);
+            } else if (nt) {
+                u = _mm256_maskload_ps(x0 + a, mk), v = _mm256_maskload_ps(x1 + a, mk), w = _mm256_maskload_ps(x2 + a, mk);
+            } else {
+                break;
+            }
+#define ROW(h_, c0, c1, c2)                                                      \
+    h = a < n8 ? _mm256_loadu_ps(h_ + a) : _mm256_maskload_ps(h_ + a, mk);       \
+    c0 = _mm256_fmadd_ps(h, u, c0), c1 = _mm256_fmadd_ps(h, v, c1), c2 = _mm256_fmadd_ps(h, w, c2)
+            ROW(h0, c00, c01, c02);
+            ROW(h1, c10, c11, c12);
+            ROW(h2, c20, c21, c22);
+            ROW(h3, c30, c31, c32);
+#undef ROW
+        }
+        /* y[r*3 .. r*3+11] += the 12 sums, in that order */
+        __m128 s0 = hsum4x8(c00, c01, c02, c10), s1 = hsum4x8(c11, c12, c20, c21), s2 = hsum4x8(c22, c30, c31, c32);
+        float *yr = y + r * 3;
+        _mm_storeu_ps(yr, _mm_add_ps(_mm_loadu_ps(yr), s0));
+        _mm_storeu_ps(yr + 4, _mm_add_ps(_mm_loadu_ps(yr + 4), s1));
+        _mm_storeu_ps(yr + 8, _mm_add_ps(_mm_loadu_ps(yr + 8), s2));
+    }
+#endif
+    for (; r < rows; r++) {
         const float *h = M + (size_t)r * n;
         float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f;
-        int a = 0;
-#ifdef DF__NN_AVX2
-        __m256 c0 = _mm256_setzero_ps(), c1 = _mm256_setzero_ps(), c2 = _mm256_setzero_ps();
-        for (; a + 8 <= n; a += 8) {
-            __m256 hv = _mm256_loadu_ps(h + a);
-            c0 = _mm256_fmadd_ps(hv, _mm256_loadu_ps(x0 + a), c0);
-            c1 = _mm256_fmadd_ps(hv, _mm256_loadu_ps(x1 + a), c1);
-            c2 = _mm256_fmadd_ps(hv, _mm256_loadu_ps(x2 + a), c2);
-        }
-        s0 = hsum8(c0), s1 = hsum8(c1), s2 = hsum8(c2);
-#endif
-        for (; a < n; a++) s0 += h[a] * x0[a], s1 += h[a] * x1[a], s2 += h[a] * x2[a];
+        for (int a = 0; a < n; a++) s0 += h[a] * x0[a], s1 += h[a] * x1[a], s2 += h[a] * x2[a];
         y[r * 3] += s0, y[r * 3 + 1] += s1, y[r * 3 + 2] += s2;
     }
 }
