@@ -18,9 +18,10 @@
  *     model's own byte count repeated (cache-warm: a model that fits the
  *     last-level cache is not bound by DRAM at batch 1);
  *  3. reconstruction alone, us/pose, sparse (CHOLMOD factor, our
- *     substitutions, 3B right-hand sides) vs dense (GEMM/gemv on the folded
- *     matrices) on this model's mesh and on grid meshes of 1k-20k vertices
- *     (P = 5 %, A = 2 % of V) — the crossover;
+ *     substitutions, 3B right-hand sides) vs dense (GEMMs on the folded
+ *     matrices; at batch 1 sgemv + df_matvec3_add, as served) on this
+ *     model's mesh and on grid meshes of 1k-20k vertices (P = 5 %, A = 2 %
+ *     of V) — the crossover;
  *  4. --dump writes the folded model (G, H, g0 + networks) for the PyTorch
  *     side (bench/bench_rigapprox_torch.py), so both run the same weights.
  */
@@ -147,14 +148,16 @@ static void recon(df_lap_t *lap, int64_t V, int64_t P, int64_t A, int B, double 
     reps = 0;
     t0 = now();
     do {
-        if (B == 1)
+        if (B == 1) { /* what the kind does at batch 1: sgemv on G, one pass over H */
             cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)(3 * V), (int)P, 1, G, (int)P, z, 1, 0, out, 1);
-        else
+            df_matvec3_add(V, (int)A, H, ap, out, R);
+        } else {
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, (int)(3 * V), (int)P, 1, z, (int)P, G, (int)P, 0, out, (int)(3 * V));
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)V, 3 * B, (int)A, 1, H, (int)A, ap, 3 * B, 0, R, 3 * B);
-        for (int64_t v = 0; v < V; v++)
-            for (int p = 0; p < B; p++)
-                for (int c = 0; c < 3; c++) out[(size_t)p * 3 * V + v * 3 + c] += R[(v * B + p) * 3 + c];
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)V, 3 * B, (int)A, 1, H, (int)A, ap, 3 * B, 0, R, 3 * B);
+            for (int64_t v = 0; v < V; v++)
+                for (int p = 0; p < B; p++)
+                    for (int c = 0; c < 3; c++) out[(size_t)p * 3 * V + v * 3 + c] += R[(v * B + p) * 3 + c];
+        }
         reps++;
     } while ((t = now() - t0) < 0.5 || reps < 3);
     *us_dense = t / reps / B * 1e6;
