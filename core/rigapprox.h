@@ -151,6 +151,7 @@ typedef struct df_ratrain_opts {
                                  differential network through the (folded)
                                  reconstruction after the differential-coordinate
                                  training (0: none, the paper) */
+    float pos_lr;             /* its initial learning rate (0: 0.3 x lr), decaying 10x */
     int epochs, batch;        /* (200, 128) */
     float lr, lr_anchor;      /* Adam (1e-3, 1e-3) */
     int adam;                 /* 1 Adam, 0 SGD momentum */

@@ -1032,7 +1032,7 @@ done:
  * error: the mean Euclidean vertex error sum_v |(G z - R)_v| / V with
  * R = v_nl - g0 - H a (targets computed once per row, stored over the delta
  * labels, which are no longer needed). Gradient wrt z: G^T of the unit
- * error vectors. Adam restarted at lr_scale0 x lr decaying 10x; best
+ * error vectors. Adam restarted at pos_lr (0.3 x lr) decaying 10x; best
  * validation mean error kept. *before / *after: validation mean error. */
 static int finetune_positions(tr_t *t, double *before, double *after, df_error_t *err)
 {
@@ -1090,7 +1090,8 @@ static int finetune_positions(tr_t *t, double *before, double *after, df_error_t
         for (int pass = e > 0 ? 0 : 1; pass < 2; pass++) { /* 0: train, 1: validation */
             int64_t r0 = pass ? 0 : t->nval, n = pass ? t->nval : t->ntr;
             int Bs = pass ? Bx : Bm;
-            float lr_scale = (float)(0.3 * pow(0.1, (double)(e - 1) / (o->pos_epochs > 1 ? o->pos_epochs : 1)));
+            double lr0 = o->pos_lr > 0 ? o->pos_lr : 0.3 * o->lr;
+            float lr_scale = (float)(lr0 * pow(0.1, (double)(e - 1) / (o->pos_epochs > 1 ? o->pos_epochs : 1)));
             for (int64_t s = 0; s < n; s += Bs) {
                 int B = (int)(n - s < Bs ? n - s : Bs);
                 for (int b = 0; b < B; b++) memcpy(X + (size_t)b * F, t->X + rows[r0 + s + b] * F, sizeof(float) * F);
@@ -1113,7 +1114,7 @@ static int finetune_positions(tr_t *t, double *before, double *after, df_error_t
                                 (int)P, 0.0f, gz, (int)P);
                     df_mlp_zero(t->net_g);
                     df_mlp_backward(t->net, B, X, act, gz, t->net_g, NULL, tmp);
-                    opt.lr = o->lr * lr_scale;
+                    opt.lr = lr_scale;
                     df_mlp_opt_step(&opt, t->net, t->net_g);
                 }
             }
@@ -1186,7 +1187,7 @@ int df_rigapprox_train(const df_rigdata_t *d, const df_ratrain_opts_t *o,
         o->hidden < 1 || o->hidden > 65536 || o->anchor_hidden_layers < 0 ||
         o->anchor_hidden_layers > DF_MLP_MAX_LAYERS - 2 || o->anchor_width < 1 || o->anchor_width > 65536 ||
         !(o->pca_frac > 0 && o->pca_frac <= 1) || !(o->anchor_frac > 0 && o->anchor_frac <= 1) ||
-        !(o->omega > 0) || o->piece_anchors < 0 || o->piece_anchors > 1000 || o->epochs < 0 || o->pos_epochs < 0 || o->batch < 1 || o->batch > 65536 || !(o->val_frac > 0 && o->val_frac < 1))
+        !(o->omega > 0) || o->piece_anchors < 0 || o->piece_anchors > 1000 || o->epochs < 0 || o->pos_epochs < 0 || !(o->pos_lr >= 0) || o->batch < 1 || o->batch > 65536 || !(o->val_frac > 0 && o->val_frac < 1))
         return df_error_set(err, DF_EINVAL, "train: an option is out of range");
     t.nval = (int64_t)llround(o->val_frac * t.N);
     if (t.nval < 1) t.nval = 1;

@@ -39,7 +39,7 @@ static int usage(void)
             "         [--anchors F] [--omega W] [--epochs E] [--batch B] [--lr R] [--sgd] [--val F]\n"
             "         [--patience E] [--seed S] [--checkpoint FILE [--resume]] [--time-limit S] [--quiet]\n"
             "         [--anchor-influence] [--pca-delta] [--no-refit] [--world-features] [--piece-anchors K]\n"
-            "         [--pos-epochs N]  (ours: position-space fine-tuning epochs after training)\n"
+            "         [--pos-epochs N] [--pos-lr LR]  (ours: position-space fine-tuning after training)\n"
             "       deform train --evaluate REPO/NAME DATA.safetensors [--reconstruction dense|sparse]\n"
             "         [--heatmap OUT.ppm --pose I [--heatmap-max PCT]] [--errors OUT.npy] [--positions OUT.npy]\n"
             "       deform train --breakdown MODEL.safetensors DATA.safetensors\n");
@@ -432,6 +432,7 @@ int cmd_train(int argc, char **argv)
         else if (!strcmp(a, "--omega")) o.omega = atof(v);
         else if (!strcmp(a, "--epochs")) o.epochs = atoi(v);
         else if (!strcmp(a, "--pos-epochs")) o.pos_epochs = atoi(v);
+        else if (!strcmp(a, "--pos-lr")) o.pos_lr = (float)atof(v);
         else if (!strcmp(a, "--batch")) o.batch = atoi(v);
         else if (!strcmp(a, "--lr")) o.lr = o.lr_anchor = (float)atof(v);
         else if (!strcmp(a, "--val")) o.val_frac = atof(v);
