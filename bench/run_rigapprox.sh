@@ -7,7 +7,9 @@
 #   wuson-3x256  : Testwuson (3205 vertices, 39 joints) dataset from the C
 #                  reference rig, default widths, 1 epoch;
 #   wuson-5x2048 : the paper's 5 x 2048 differential network (0 epochs).
-# Set RA_MODEL=path/model.safetensors to bench another model instead.
+# They are rebuilt when bin/deform is newer than the dataset, so the bench
+# always runs models made with the current training defaults (anchor count,
+# features...). Set RA_MODEL=path/model.safetensors to bench another model.
 set -eu
 cd "$(dirname "$0")/.."
 B=${B:-build}
@@ -16,6 +18,10 @@ OUT=${OUT:-$B/bench-rigapprox}
 mkdir -p "$OUT"
 export OPENBLAS_NUM_THREADS=1
 if [ -z "${RA_MODEL:-}" ]; then
+    if [ -f "$OUT/data.st" ] && [ "$BIN/deform" -nt "$OUT/data.st" ]; then
+        echo "bin/deform changed since the bench models were made: rebuilding them"
+        rm -rf "$OUT/data.st" "$OUT/repo/w3x256" "$OUT/repo/w5x2048"
+    fi
     [ -f "$OUT/repo/wuson/1/model.safetensors" ] ||
         "$BIN/deform" import /usr/share/assimp/models/X/Testwuson.X --repository "$OUT/repo" --name wuson >/dev/null
     [ -f "$OUT/data.st" ] ||
