@@ -1,8 +1,9 @@
 /* kserve.c — KServe v2 JSON + binary-data extension codec (see kserve.h).
  *
- * Parsing uses jansson on the JSON header only (never on the binary part),
- * then walks the document with explicit checks; every error names the
- * input (or field) at fault. Writing uses a small growable buffer and
+ * Parsing reads the JSON header only (never the binary part) into a flat
+ * node array — proto/kjson.c for the common subset, jansson for the rest
+ * and for syntax errors (see kjson.h) — then walks the document with
+ * explicit checks; every error names the input (or field) at fault. Writing uses a small growable buffer and
  * prints floats with %.9g (exact float32 round trip).
  */
 #include "kserve.h"
@@ -20,8 +21,11 @@ void df_ks_limits_default(df_ks_limits_t *l)
     l->max_elements = 16 * 1024 * 1024;
 }
 
+#define KS_DOC_KEEP 65536 /* nodes (16 bytes each) kept between requests */
+
 void df_ks_request_free(df_ks_request_t *r)
 {
+    df_kj_doc_free(&r->doc);
     free(r->arena);
     r->arena = NULL;
     r->arena_cap = r->arena_used = 0;
@@ -55,26 +59,50 @@ static int arena_reserve(df_ks_request_t *r, size_t n)
     return 0;
 }
 
+/* The JSON header is read into a df_kj_doc_t (proto/kjson.h): by the
+ * subset reader, or by jansson and converted when the subset reader
+ * declines. These accessors follow jansson's conventions (NULL / 0 on the
+ * wrong type), so the checks below read as they did on json_t. */
+typedef df_kj_node_t jv_t;
+static inline const jv_t *jv_get(const jv_t *o, const char *k) { return df_kj_get(o, k); }
+static inline const jv_t *jv_at(const jv_t *a, size_t i) { return df_kj_at(a, i); }
+static inline size_t jv_size(const jv_t *v) { return df_kj_size(v); }
+static inline int jv_is_num(const jv_t *v) { return v && (v->type == DF_KJ_INT || v->type == DF_KJ_REAL); }
+static inline int jv_is_int(const jv_t *v) { return df_kj_is(v, DF_KJ_INT); }
+static inline int jv_is_arr(const jv_t *v) { return df_kj_is(v, DF_KJ_ARR); }
+static inline int jv_is_obj(const jv_t *v) { return df_kj_is(v, DF_KJ_OBJ); }
+static inline int jv_is_str(const jv_t *v) { return df_kj_is(v, DF_KJ_STR); }
+static inline int jv_is_null(const jv_t *v) { return df_kj_is(v, DF_KJ_NULL); }
+static inline int jv_is_true(const jv_t *v) { return df_kj_is(v, DF_KJ_TRUE); }
+static inline int jv_is_bool(const jv_t *v) { return v && (v->type == DF_KJ_TRUE || v->type == DF_KJ_FALSE); }
+static inline const char *jv_str(const jv_t *v) { return jv_is_str(v) ? v->u.s : NULL; }
+static inline size_t jv_strlen(const jv_t *v) { return jv_is_str(v) ? v->n : 0; }
+static inline int64_t jv_int(const jv_t *v) { return jv_is_int(v) ? v->u.i : 0; }
+static inline double jv_num(const jv_t *v)
+{
+    return jv_is_int(v) ? (double)v->u.i : df_kj_is(v, DF_KJ_REAL) ? v->u.d : 0.0;
+}
+
 /* Count numbers in a (nested) data array, checking depth and that every
  * leaf is a number. Returns count or -1 (err set). */
-static int64_t count_data(const json_t *v, int depth, int max_depth, const char *name,
+static int64_t count_data(const jv_t *v, int depth, int max_depth, const char *name,
                           df_error_t *err)
 {
     if (depth > max_depth) {
         df_error_set(err, DF_ELIMIT, "input '%s': data nested deeper than %d", name, max_depth);
         return -1;
     }
-    if (json_is_number(v)) return 1;
-    if (!json_is_array(v)) {
+    if (jv_is_num(v)) return 1;
+    if (!jv_is_arr(v)) {
         df_error_set(err, DF_EINVAL, "input '%s': data must hold numbers, found %s", name,
-                     json_is_string(v) ? "a string" : json_is_object(v) ? "an object"
-                     : json_is_boolean(v) ? "a boolean" : json_is_null(v) ? "null" : "a value");
+                     jv_is_str(v) ? "a string" : jv_is_obj(v) ? "an object"
+                     : jv_is_bool(v) ? "a boolean" : jv_is_null(v) ? "null" : "a value");
         return -1;
     }
     int64_t n = 0;
     size_t i;
-    const json_t *e;
-    json_array_foreach(v, i, e) {
+    const jv_t *e;
+    for (i = 0; (e = jv_at(v, i)); i++) {
         int64_t c = count_data(e, depth + 1, max_depth, name, err);
         if (c < 0) return -1;
         n += c;
@@ -84,20 +112,20 @@ static int64_t count_data(const json_t *v, int depth, int max_depth, const char 
 
 /* Check a nested array against the shape (row-major, each level's length
  * equal to its dimension). A flat array of numel numbers is also valid. */
-static int nested_ok(const json_t *v, const int64_t *shape, int ndim)
+static int nested_ok(const jv_t *v, const int64_t *shape, int ndim)
 {
-    if (ndim == 0) return json_is_number(v);
-    if (!json_is_array(v) || (int64_t)json_array_size(v) != shape[0]) return 0;
+    if (ndim == 0) return jv_is_num(v);
+    if (!jv_is_arr(v) || (int64_t)jv_size(v) != shape[0]) return 0;
     size_t i;
-    const json_t *e;
-    json_array_foreach(v, i, e) if (!nested_ok(e, shape + 1, ndim - 1)) return 0;
+    const jv_t *e;
+    for (i = 0; (e = jv_at(v, i)); i++) if (!nested_ok(e, shape + 1, ndim - 1)) return 0;
     return 1;
 }
 
-static int flatten(const json_t *v, float *out, int64_t *k, const char *name, df_error_t *err)
+static int flatten(const jv_t *v, float *out, int64_t *k, const char *name, df_error_t *err)
 {
-    if (json_is_number(v)) {
-        double d = json_number_value(v);
+    if (jv_is_num(v)) {
+        double d = jv_num(v);
         if (!isfinite(d) || fabs(d) > FLT_MAX) {
             df_error_set(err, DF_EINVAL, "input '%s': element %lld (%g) is outside float32", name,
                          (long long)*k, d);
@@ -107,43 +135,43 @@ static int flatten(const json_t *v, float *out, int64_t *k, const char *name, df
         return 0;
     }
     size_t i;
-    const json_t *e;
-    json_array_foreach(v, i, e) if (flatten(e, out, k, name, err)) return -1;
+    const jv_t *e;
+    for (i = 0; (e = jv_at(v, i)); i++) if (flatten(e, out, k, name, err)) return -1;
     return 0;
 }
 
-static int parse_encoding(const json_t *p, df_encoding_t *out, const char *where, df_error_t *err)
+static int parse_encoding(const jv_t *p, df_encoding_t *out, const char *where, df_error_t *err)
 {
-    const json_t *e = json_object_get(p, "encoding");
+    const jv_t *e = jv_get(p, "encoding");
     if (!e) return 0;
-    if (!json_is_string(e) || df_encoding_parse(json_string_value(e), out))
+    if (!jv_is_str(e) || df_encoding_parse(jv_str(e), out))
         return df_error_set(err, DF_EINVAL,
                             "%s: parameters.encoding must be \"float32\", \"float16\" or \"int16\"",
                             where);
     return 0;
 }
 
-static int parse_bool(const json_t *p, const char *key, int *out, const char *where,
+static int parse_bool(const jv_t *p, const char *key, int *out, const char *where,
                       df_error_t *err)
 {
-    const json_t *e = json_object_get(p, key);
+    const jv_t *e = jv_get(p, key);
     if (!e) return 0;
-    if (!json_is_boolean(e))
+    if (!jv_is_bool(e))
         return df_error_set(err, DF_EINVAL, "%s: parameters.%s must be true or false", where, key);
-    *out = json_is_true(e);
+    *out = jv_is_true(e);
     return 0;
 }
 
-static int copy_name(char *dst, const json_t *v, const char *what, df_error_t *err)
+static int copy_name(char *dst, const jv_t *v, const char *what, df_error_t *err)
 {
-    if (!json_is_string(v))
+    if (!jv_is_str(v))
         return df_error_set(err, DF_EINVAL, "%s: \"name\" must be a string", what);
-    const char *s = json_string_value(v);
+    const char *s = jv_str(v);
     size_t n = strlen(s);
     if (n == 0 || n >= DF_NAME_MAX)
         return df_error_set(err, DF_EINVAL, "%s: name must be 1..%d characters", what,
                             DF_NAME_MAX - 1);
-    if (n != json_string_length(v))
+    if (n != jv_strlen(v))
         return df_error_set(err, DF_EINVAL, "%s: name contains a NUL byte", what);
     memcpy(dst, s, n + 1);
     return 0;
@@ -172,6 +200,11 @@ static _Thread_local unsigned ks_cache_next;
 static _Thread_local unsigned long ks_cache_hits;
 
 unsigned long df__kserve_cache_hits(void) { return ks_cache_hits; }
+
+static _Thread_local int ks_jansson_only;
+static _Thread_local unsigned long ks_fallbacks;
+void df__kserve_jansson_only(int on) { ks_jansson_only = on; }
+unsigned long df__kserve_fallbacks(void) { return ks_fallbacks; }
 
 static int lim_same(const df_ks_limits_t *a, const df_ks_limits_t *b)
 {
@@ -213,9 +246,11 @@ static int cache_lookup(df_ks_request_t *r, const char *body, size_t len, size_t
             continue;
         float *keep = r->arena;
         size_t keep_cap = r->arena_cap;
+        df_kj_doc_t keep_doc = r->doc;
         memcpy(r, &e->req, sizeof *r);
         r->arena = keep;
         r->arena_cap = keep_cap;
+        r->doc = keep_doc;
         r->arena_used = 0;
         for (int i = 0; i < r->n_inputs; i++) r->inputs[i].data = (const float *)(body + e->off[i]);
         *hit = 1;
@@ -240,6 +275,7 @@ static void cache_store(const df_ks_request_t *r, const char *body, size_t len, 
     e->req = *r;
     e->req.arena = NULL;
     e->req.arena_cap = e->req.arena_used = 0;
+    memset(&e->req.doc, 0, sizeof e->req.doc);
     for (int i = 0; i < r->n_inputs; i++) {
         e->off[i] = boff[i];
         e->req.inputs[i].data = NULL;
@@ -260,47 +296,62 @@ int df_kserve_parse_request(df_ks_request_t *r, const char *body, size_t len, si
     }
     float *keep = r->arena;
     size_t keep_cap = r->arena_cap;
+    df_kj_doc_t keep_doc = r->doc;
     memset(r, 0, sizeof *r);
     r->arena = keep;
     r->arena_cap = keep_cap;
+    r->doc = keep_doc;
     r->binary_output = 0;
     if (json_len > len)
         return df_error_set(err, DF_EINVAL,
                             "Inference-Header-Content-Length %zu is larger than the body (%zu bytes)",
                             json_len, len);
     if (json_len == 0) return df_error_set(err, DF_EINVAL, "empty request body");
-    json_error_t je;
-    json_t *root = json_loadb(body, json_len, JSON_REJECT_DUPLICATES, &je);
-    if (!root)
-        return df_error_set(err, DF_EINVAL, "invalid JSON at line %d column %d: %s", je.line,
-                            je.column, je.text);
+    /* the subset reader first; jansson (its errors, its whole grammar)
+     * for anything it declines */
+    json_t *jroot = NULL;
+    int krc = ks_jansson_only ? DF_KJ_FALLBACK : df_kj_parse(&r->doc, body, json_len);
+    if (krc == DF_KJ_FALLBACK) {
+        ks_fallbacks++;
+        json_error_t je;
+        jroot = json_loadb(body, json_len, JSON_REJECT_DUPLICATES, &je);
+        if (!jroot)
+            return df_error_set(err, DF_EINVAL, "invalid JSON at line %d column %d: %s", je.line,
+                                je.column, je.text);
+        krc = df_kj_from_jansson(&r->doc, jroot);
+    }
+    if (krc) {
+        json_decref(jroot);
+        return df_error_set(err, DF_ENOMEM, "out of memory reading the JSON header");
+    }
+    const jv_t *root = r->doc.root;
     int rc = DF_OK;
-    if (!json_is_object(root)) {
+    if (!jv_is_obj(root)) {
         rc = df_error_set(err, DF_EINVAL, "the request must be a JSON object");
         goto done;
     }
-    const json_t *id = json_object_get(root, "id");
+    const jv_t *id = jv_get(root, "id");
     if (id) {
-        if (!json_is_string(id) || strlen(json_string_value(id)) >= sizeof r->id) {
+        if (!jv_is_str(id) || strlen(jv_str(id)) >= sizeof r->id) {
             rc = df_error_set(err, DF_EINVAL, "\"id\" must be a string of at most %zu bytes",
                               sizeof r->id - 1);
             goto done;
         }
-        strcpy(r->id, json_string_value(id));
+        strcpy(r->id, jv_str(id));
     }
     /* request parameters */
-    const json_t *params = json_object_get(root, "parameters");
+    const jv_t *params = jv_get(root, "parameters");
     if (params) {
-        if (!json_is_object(params)) {
+        if (!jv_is_obj(params)) {
             rc = df_error_set(err, DF_EINVAL, "\"parameters\" must be an object");
             goto done;
         }
         if ((rc = parse_bool(params, "binary_data_output", &r->binary_output, "request", err)))
             goto done;
         if ((rc = parse_encoding(params, &r->encoding, "request", err))) goto done;
-        const json_t *v;
-        if ((v = json_object_get(params, "skinning"))) {
-            const char *s = json_is_string(v) ? json_string_value(v) : "";
+        const jv_t *v;
+        if ((v = jv_get(params, "skinning"))) {
+            const char *s = jv_is_str(v) ? jv_str(v) : "";
             if (!strcmp(s, "lbs")) r->flags = DF_POSE_LBS;
             else if (!strcmp(s, "dqs")) r->flags = DF_POSE_DQS;
             else {
@@ -308,46 +359,46 @@ int df_kserve_parse_request(df_ks_request_t *r, const char *body, size_t len, si
                 goto done;
             }
         }
-        if ((v = json_object_get(params, "timeout_us"))) {
-            if (!json_is_integer(v) || json_integer_value(v) <= 0 ||
-                json_integer_value(v) > 3600000000LL) {
+        if ((v = jv_get(params, "timeout_us"))) {
+            if (!jv_is_int(v) || jv_int(v) <= 0 ||
+                jv_int(v) > 3600000000LL) {
                 rc = df_error_set(err, DF_EINVAL, "parameters.timeout_us must be an integer in 1..3.6e9");
                 goto done;
             }
-            r->timeout_us = json_integer_value(v);
+            r->timeout_us = jv_int(v);
         }
-        if ((v = json_object_get(params, "batch_size"))) {
-            if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > 65536) {
+        if ((v = jv_get(params, "batch_size"))) {
+            if (!jv_is_int(v) || jv_int(v) < 1 || jv_int(v) > 65536) {
                 rc = df_error_set(err, DF_EINVAL, "parameters.batch_size must be an integer in 1..65536");
                 goto done;
             }
-            r->batch_size = (int)json_integer_value(v);
+            r->batch_size = (int)jv_int(v);
         }
-        if ((v = json_object_get(params, "clip"))) {
+        if ((v = jv_get(params, "clip"))) {
             if ((rc = copy_name(r->clip, v, "parameters.clip", err))) goto done;
         }
-        if ((v = json_object_get(params, "time"))) {
-            if (!json_is_number(v) || !isfinite(json_number_value(v))) {
+        if ((v = jv_get(params, "time"))) {
+            if (!jv_is_num(v) || !isfinite(jv_num(v))) {
                 rc = df_error_set(err, DF_EINVAL, "parameters.time must be a number (seconds)");
                 goto done;
             }
-            r->clip_time = json_number_value(v);
+            r->clip_time = jv_num(v);
         }
-        if ((v = json_object_get(params, "dt"))) {
-            if (!json_is_number(v) || !isfinite(json_number_value(v))) {
+        if ((v = jv_get(params, "dt"))) {
+            if (!jv_is_num(v) || !isfinite(jv_num(v))) {
                 rc = df_error_set(err, DF_EINVAL, "parameters.dt must be a number (seconds)");
                 goto done;
             }
-            r->clip_dt = json_number_value(v);
+            r->clip_dt = jv_num(v);
         }
     }
     /* inputs: first pass validates and counts arena floats */
-    const json_t *inputs = json_object_get(root, "inputs");
-    if (inputs && !json_is_array(inputs)) {
+    const jv_t *inputs = jv_get(root, "inputs");
+    if (inputs && !jv_is_arr(inputs)) {
         rc = df_error_set(err, DF_EINVAL, "\"inputs\" must be an array");
         goto done;
     }
-    size_t nin = inputs ? json_array_size(inputs) : 0;
+    size_t nin = inputs ? jv_size(inputs) : 0;
     if (nin > DF_KS_MAX_TENSORS) {
         rc = df_error_set(err, DF_ELIMIT, "%zu inputs (max %d)", nin, DF_KS_MAX_TENSORS);
         goto done;
@@ -355,58 +406,58 @@ int df_kserve_parse_request(df_ks_request_t *r, const char *body, size_t len, si
     int64_t total = 0;
     size_t arena_need = 0, bin_off = json_len, boff[DF_KS_MAX_TENSORS] = {0};
     for (size_t i = 0; i < nin; i++) {
-        const json_t *in = json_array_get(inputs, i);
+        const jv_t *in = jv_at(inputs, i);
         df_ks_input_t *x = &r->inputs[i];
         char what[96];
         snprintf(what, sizeof what, "inputs[%zu]", i);
-        if (!json_is_object(in)) {
+        if (!jv_is_obj(in)) {
             rc = df_error_set(err, DF_EINVAL, "%s must be an object", what);
             goto done;
         }
-        if ((rc = copy_name(x->name, json_object_get(in, "name"), what, err))) goto done;
+        if ((rc = copy_name(x->name, jv_get(in, "name"), what, err))) goto done;
         for (size_t k = 0; k < i; k++)
             if (!strcmp(r->inputs[k].name, x->name)) {
                 rc = df_error_set(err, DF_EINVAL, "input '%s' given twice", x->name);
                 goto done;
             }
-        const json_t *dt = json_object_get(in, "datatype");
-        if (!json_is_string(dt)) {
+        const jv_t *dt = jv_get(in, "datatype");
+        if (!jv_is_str(dt)) {
             rc = df_error_set(err, DF_EINVAL, "input '%s': \"datatype\" missing (use \"FP32\")",
                               x->name);
             goto done;
         }
-        if (strcmp(json_string_value(dt), "FP32")) {
+        if (strcmp(jv_str(dt), "FP32")) {
             rc = df_error_set(err, DF_EUNSUPPORTED,
                               "input '%s': datatype \"%.32s\" not supported (use \"FP32\")",
-                              x->name, json_string_value(dt));
+                              x->name, jv_str(dt));
             goto done;
         }
-        const json_t *shape = json_object_get(in, "shape");
-        if (!json_is_array(shape)) {
+        const jv_t *shape = jv_get(in, "shape");
+        if (!jv_is_arr(shape)) {
             rc = df_error_set(err, DF_EINVAL, "input '%s': \"shape\" must be an array of integers",
                               x->name);
             goto done;
         }
-        if (json_array_size(shape) > DF_MAX_DIMS) {
+        if (jv_size(shape) > DF_MAX_DIMS) {
             rc = df_error_set(err, DF_EINVAL, "input '%s': shape has %zu dimensions (max %d)",
-                              x->name, json_array_size(shape), DF_MAX_DIMS);
+                              x->name, jv_size(shape), DF_MAX_DIMS);
             goto done;
         }
-        x->ndim = (int)json_array_size(shape);
+        x->ndim = (int)jv_size(shape);
         int64_t numel = 1;
         for (int k = 0; k < x->ndim; k++) {
-            const json_t *d = json_array_get(shape, (size_t)k);
-            if (!json_is_integer(d) || json_integer_value(d) < 0) {
+            const jv_t *d = jv_at(shape, (size_t)k);
+            if (!jv_is_int(d) || jv_int(d) < 0) {
                 rc = df_error_set(err, DF_EINVAL,
                                   "input '%s': shape[%d] must be a non-negative integer", x->name, k);
                 goto done;
             }
-            if (json_integer_value(d) > lim->max_elements) {
+            if (jv_int(d) > lim->max_elements) {
                 rc = df_error_set(err, DF_ELIMIT, "input '%s': more than %lld elements", x->name,
                                   (long long)lim->max_elements);
                 goto done;
             }
-            x->shape[k] = json_integer_value(d);
+            x->shape[k] = jv_int(d);
             numel *= x->shape[k];
             if (numel > lim->max_elements) {
                 rc = df_error_set(err, DF_ELIMIT, "input '%s': more than %lld elements", x->name,
@@ -421,10 +472,10 @@ int df_kserve_parse_request(df_ks_request_t *r, const char *body, size_t len, si
                               (long long)lim->max_elements);
             goto done;
         }
-        const json_t *ip = json_object_get(in, "parameters");
-        const json_t *bsz = ip && json_is_object(ip) ? json_object_get(ip, "binary_data_size") : NULL;
-        const json_t *data = json_object_get(in, "data");
-        if (ip && !json_is_object(ip)) {
+        const jv_t *ip = jv_get(in, "parameters");
+        const jv_t *bsz = ip && jv_is_obj(ip) ? jv_get(ip, "binary_data_size") : NULL;
+        const jv_t *data = jv_get(in, "data");
+        if (ip && !jv_is_obj(ip)) {
             rc = df_error_set(err, DF_EINVAL, "input '%s': \"parameters\" must be an object", x->name);
             goto done;
         }
@@ -434,13 +485,13 @@ int df_kserve_parse_request(df_ks_request_t *r, const char *body, size_t len, si
                                   "input '%s': both \"data\" and parameters.binary_data_size", x->name);
                 goto done;
             }
-            if (!json_is_integer(bsz) || json_integer_value(bsz) < 0) {
+            if (!jv_is_int(bsz) || jv_int(bsz) < 0) {
                 rc = df_error_set(err, DF_EINVAL,
                                   "input '%s': parameters.binary_data_size must be a non-negative integer",
                                   x->name);
                 goto done;
             }
-            uint64_t n = (uint64_t)json_integer_value(bsz);
+            uint64_t n = (uint64_t)jv_int(bsz);
             if (n != (uint64_t)numel * 4) {
                 rc = df_error_set(err, DF_EINVAL,
                                   "input '%s': binary_data_size %llu does not match shape (%lld FP32 = %lld bytes)",
@@ -475,13 +526,13 @@ int df_kserve_parse_request(df_ks_request_t *r, const char *body, size_t len, si
                                   (long long)c, (long long)numel);
                 goto done;
             }
-            if (json_is_array(data) && json_array_size(data) != (size_t)numel &&
+            if (jv_is_arr(data) && jv_size(data) != (size_t)numel &&
                 !nested_ok(data, x->shape, x->ndim)) {
                 rc = df_error_set(err, DF_EINVAL,
                                   "input '%s': nested data does not follow the shape", x->name);
                 goto done;
             }
-            if (!json_is_array(data)) {
+            if (!jv_is_arr(data)) {
                 rc = df_error_set(err, DF_EINVAL, "input '%s': data must be an array", x->name);
                 goto done;
             }
@@ -516,7 +567,7 @@ int df_kserve_parse_request(df_ks_request_t *r, const char *body, size_t len, si
         } else {
             float *dst = arena_take(r, (size_t)x->numel);
             int64_t k = 0;
-            if (flatten(json_object_get(json_array_get(inputs, i), "data"), dst, &k, x->name, err)) {
+            if (flatten(jv_get(jv_at(inputs, i), "data"), dst, &k, x->name, err)) {
                 rc = err ? err->code : DF_EINVAL;
                 goto done;
             }
@@ -525,30 +576,30 @@ int df_kserve_parse_request(df_ks_request_t *r, const char *body, size_t len, si
     }
     r->n_inputs = (int)nin;
     /* outputs */
-    const json_t *outputs = json_object_get(root, "outputs");
-    if (outputs && !json_is_array(outputs)) {
+    const jv_t *outputs = jv_get(root, "outputs");
+    if (outputs && !jv_is_arr(outputs)) {
         rc = df_error_set(err, DF_EINVAL, "\"outputs\" must be an array");
         goto done;
     }
-    size_t nout = outputs ? json_array_size(outputs) : 0;
+    size_t nout = outputs ? jv_size(outputs) : 0;
     if (nout > DF_KS_MAX_TENSORS) {
         rc = df_error_set(err, DF_ELIMIT, "%zu outputs requested (max %d)", nout, DF_KS_MAX_TENSORS);
         goto done;
     }
     for (size_t i = 0; i < nout; i++) {
-        const json_t *o = json_array_get(outputs, i);
+        const jv_t *o = jv_at(outputs, i);
         df_ks_output_req_t *y = &r->outputs[i];
         char what[96];
         snprintf(what, sizeof what, "outputs[%zu]", i);
-        if (!json_is_object(o)) {
+        if (!jv_is_obj(o)) {
             rc = df_error_set(err, DF_EINVAL, "%s must be an object", what);
             goto done;
         }
-        if ((rc = copy_name(y->name, json_object_get(o, "name"), what, err))) goto done;
+        if ((rc = copy_name(y->name, jv_get(o, "name"), what, err))) goto done;
         y->binary = -1;
-        const json_t *op = json_object_get(o, "parameters");
+        const jv_t *op = jv_get(o, "parameters");
         if (op) {
-            if (!json_is_object(op)) {
+            if (!jv_is_obj(op)) {
                 rc = df_error_set(err, DF_EINVAL, "output '%s': \"parameters\" must be an object", y->name);
                 goto done;
             }
@@ -559,7 +610,9 @@ int df_kserve_parse_request(df_ks_request_t *r, const char *body, size_t len, si
     r->n_outputs = (int)nout;
     cache_store(r, body, len, json_len, lim, boff);
 done:
-    json_decref(root);
+    json_decref(jroot);
+    if (r->doc.cap > KS_DOC_KEEP || r->doc.scap > KS_DOC_KEEP || r->doc.str_cap > 16 * KS_DOC_KEEP)
+        df_kj_doc_free(&r->doc); /* a large request's nodes are not kept */
     if (rc && err && err->code == 0) err->code = rc;
     return rc;
 }

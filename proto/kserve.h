@@ -26,6 +26,7 @@
 
 #include "df.h"
 #include "encode.h"
+#include "kjson.h"
 #include <stddef.h>
 #include <stdint.h>
 
@@ -72,6 +73,7 @@ typedef struct df_ks_request {
     /* storage (owned, reused: free with df_ks_request_free) */
     float *arena;
     size_t arena_cap, arena_used;
+    df_kj_doc_t doc;        /* the parsed JSON header (reused) */
 } df_ks_request_t;
 
 void df_ks_limits_default(df_ks_limits_t *l);
@@ -85,6 +87,10 @@ int df_kserve_parse_request(df_ks_request_t *r, const char *body, size_t len,
 void df_ks_request_free(df_ks_request_t *r);
 /* Parses of this thread answered from the parsed-header cache (tests). */
 unsigned long df__kserve_cache_hits(void);
+/* Tests: parse this thread's requests with jansson only (the reference for
+ * the subset reader), and count parses that fell back to jansson. */
+void df__kserve_jansson_only(int on);
+unsigned long df__kserve_fallbacks(void);
 
 /* One output of a response. */
 typedef struct df_ks_output {

@@ -1,7 +1,8 @@
 /* test_kserve.c — the KServe v2 codec (proto/kserve.c) alone: nested and
  * flat data, binary segments (aligned and not), errors naming the input,
  * limits, and a response written then read back with jansson (float32
- * values must round-trip bit for bit through the 9-digit text). */
+ * values must round-trip bit for bit through the 9-digit text); the subset
+ * JSON reader must parse mutated requests exactly as jansson does. */
 #include "dftest.h"
 #include "kserve.h"
 #include <jansson.h>
@@ -232,6 +233,100 @@ static void test_mutation_fuzz(void)
     DF_CHECK(bad > 1000 && ok > 0);
 }
 
+/* Two parsed requests equal field by field (data bit for bit). */
+static int same_request(const df_ks_request_t *a, const df_ks_request_t *b)
+{
+    if (strcmp(a->id, b->id) || a->n_inputs != b->n_inputs || a->n_outputs != b->n_outputs ||
+        a->binary_output != b->binary_output || a->encoding != b->encoding || a->flags != b->flags ||
+        a->timeout_us != b->timeout_us || strcmp(a->clip, b->clip) ||
+        memcmp(&a->clip_time, &b->clip_time, 8) || memcmp(&a->clip_dt, &b->clip_dt, 8) ||
+        a->batch_size != b->batch_size)
+        return 0;
+    for (int i = 0; i < a->n_inputs; i++) {
+        const df_ks_input_t *x = &a->inputs[i], *y = &b->inputs[i];
+        if (strcmp(x->name, y->name) || x->ndim != y->ndim || x->numel != y->numel ||
+            x->binary != y->binary || memcmp(x->shape, y->shape, sizeof x->shape[0] * (size_t)x->ndim) ||
+            memcmp(x->data, y->data, 4 * (size_t)x->numel))
+            return 0;
+    }
+    for (int i = 0; i < a->n_outputs; i++)
+        if (strcmp(a->outputs[i].name, b->outputs[i].name) || a->outputs[i].binary != b->outputs[i].binary ||
+            a->outputs[i].encoding != b->outputs[i].encoding)
+            return 0;
+    return 1;
+}
+
+/* The subset JSON reader (proto/kjson.c) against jansson as the reference:
+ * 30,000 mutated requests (numbers in every form, parameters, nesting,
+ * strings with escapes) parsed both ways must give the same return code,
+ * the same error message, and the same request field by field; the
+ * unmutated seeds must not fall back to jansson. */
+static void test_subset_reader_matches_jansson(void)
+{
+    const char *seeds[] = {
+        "{\"id\":\"req-7\",\"parameters\":{\"encoding\":\"int16\",\"binary_data_output\":false,\"timeout_us\":250000,"
+        "\"skinning\":\"lbs\",\"clip\":\"walk\",\"time\":1.25,\"dt\":0.016666668,\"batch_size\":2},"
+        "\"inputs\":[{\"name\":\"weights\",\"datatype\":\"FP32\",\"shape\":[2,3],"
+        "\"data\":[[0.5,-1.5e-3,3.4028234e38],[-0,1E+2,0.30000000000000004]]},"
+        "{\"name\":\"pose\",\"datatype\":\"FP32\",\"shape\":[4],\"data\":[1,-2,1.401298464324817e-45,7e-7]}],"
+        "\"outputs\":[{\"name\":\"positions\",\"parameters\":{\"binary_data\":true,\"encoding\":\"float16\"}},"
+        "{\"name\":\"normals\"}]}",
+        "{\"inputs\":[{\"name\":\"weights\",\"datatype\":\"FP32\",\"shape\":[1,4],\"data\":[0.25,0.5,0.75,1]}],"
+        "\"outputs\":[{\"name\":\"positions\"}]}",
+        " { \"inputs\" : [ { \"name\" : \"a\" , \"datatype\" : \"FP32\" , \"shape\" : [ 3 ] , "
+        "\"data\" : [ 1.5e-45 , 3.5e38 , -123456789012345678 ] } ] } ",
+    };
+    df_ks_request_t r1, r2;
+    memset(&r1, 0, sizeof r1);
+    memset(&r2, 0, sizeof r2);
+    df_ks_limits_t lim;
+    df_ks_limits_default(&lim);
+    lim.max_elements = 4096;
+    unsigned long fb0 = df__kserve_fallbacks();
+    for (int k = 0; k < 3; k++) {
+        df_error_t e = {0};
+        int rc = df_kserve_parse_request(&r1, seeds[k], strlen(seeds[k]), strlen(seeds[k]), &lim, &e);
+        DF_CHECK_MSG(k == 2 ? rc == DF_EINVAL && strstr(e.msg, "outside float32") : rc == 0,
+                     "seed %d: %d %s", k, rc, e.msg);
+    }
+    DF_CHECK(df__kserve_fallbacks() == fb0);
+    uint32_t s = 777;
+    int ok = 0, bad = 0, differ = 0;
+    char *buf = malloc(8192);
+    for (int it = 0; it < 30000; it++) {
+        int k = it % 3;
+        size_t n = strlen(seeds[k]);
+        memcpy(buf, seeds[k], n);
+        int muts = 1 + (int)((s >> 28) & 3);
+        for (int m = 0; m < muts; m++) {
+            s = s * 1664525u + 1013904223u;
+            size_t pos = (s >> 8) % n;
+            switch ((s >> 4) & 3) {
+            case 0: buf[pos] = "0123456789.eE+-,[]{}:\"\\ atfnu\x01\xc3"[(s >> 20) % 31]; break;
+            case 1: if (n < 8000) { memmove(buf + pos + 1, buf + pos, n - pos); buf[pos] = "{}[],:\"0-e.5\\"[(s >> 24) % 13]; n++; } break;
+            case 2: if (n > 1) { memmove(buf + pos, buf + pos + 1, n - pos - 1); n--; } break;
+            case 3: if ((s >> 12) % 8 == 0) n = pos + 1; else buf[pos] = (char)(s >> 20); break;
+            }
+        }
+        df_error_t e1 = {0}, e2 = {0};
+        int rc1 = df_kserve_parse_request(&r1, buf, n, n, &lim, &e1);
+        df__kserve_jansson_only(1);
+        int rc2 = df_kserve_parse_request(&r2, buf, n, n, &lim, &e2);
+        df__kserve_jansson_only(0);
+        if (rc1 != rc2 || strcmp(e1.msg, e2.msg) || (rc1 == 0 && !same_request(&r1, &r2))) {
+            if (differ++ < 5) printf("# differ (%d/%d): %.*s\n#   %s\n#   %s\n", rc1, rc2, (int)n, buf, e1.msg, e2.msg);
+        }
+        if (rc1 == 0) ok++; else bad++;
+    }
+    free(buf);
+    printf("# subset reader vs jansson: %d accepted, %d refused, %d differ; %lu fell back to jansson\n", ok,
+           bad, differ, df__kserve_fallbacks() - fb0);
+    DF_CHECK(differ == 0);
+    DF_CHECK(ok > 1000 && bad > 1000);
+    df_ks_request_free(&r1);
+    df_ks_request_free(&r2);
+}
+
 int main(void)
 {
     DF_RUN(test_parse_json_nested_and_flat);
@@ -240,5 +335,6 @@ int main(void)
     DF_RUN(test_parse_errors);
     DF_RUN(test_response_roundtrip);
     DF_RUN(test_mutation_fuzz);
+    DF_RUN(test_subset_reader_matches_jansson);
     return dftest_exit();
 }
