@@ -7,9 +7,10 @@
  * `positions` [V,3]. A batch of B poses runs as one chain:
  *   features X [B,F] (Eq. 9; joint matrices taken into their parent's frame
  *   with the model's `joint_parents`, the animator's local transforms) ->
- *   differential MLP (one sgemm per layer; at B = 1 its packed copy through
- *   the own streaming kernel of nn.h, which reads the weights once at full
- *   bandwidth where sgemv did not) -> PCA coefficients [B,P];
+ *   differential MLP through its packed copy (nn.h): at B = 1 an own
+ *   streaming kernel that reads the weights once at full bandwidth where
+ *   sgemv did not, for a batch four poses per weight load (faster than
+ *   OpenBLAS sgemm here at every B measured) -> PCA coefficients [B,P];
  *   every anchor mini-network (~3 x 64 wide, a few hundred of them) through
  *   ONE packed array holding the whole bank (nn.h), input gather fused into
  *   the first layer, the poses of a batch reusing each net from L1 (~850
@@ -222,8 +223,7 @@ static int ra_evaluate(const df_model_t *mo, const df_batch_t *b, void *scratch,
     if (m->variant == DF_RA_LBS) {
         memset(vnl, 0, sizeof(float) * B * 3 * V);
     } else {
-        const float *coef = B == 1 ? df_mlp_forward_packed(m->net, r->net_pk, NULL, X, act)
-                                   : df_mlp_forward(m->net, B, X, act);
+        const float *coef = df_mlp_forward_packed_batch(m->net, r->net_pk, B, X, act);
         if (m->variant != DF_RA_OURS || !r->dense) {
             /* vnl (or delta for OURS sparse) = mean + coef U^T */
             for (int p = 0; p < B; p++) memcpy(vnl + (size_t)p * 3 * V, m->basis_mean, sizeof(float) * 3 * V);
@@ -239,7 +239,8 @@ static int ra_evaluate(const df_model_t *mo, const df_batch_t *b, void *scratch,
             float *R = TAKE(float, (size_t)V * 3 * B);
             /* the packed bank at every batch size, gather fused into the first layer; the poses of
              * a batch reuse each net's weights from L1/L2 (faster than one small GEMM per layer up
-             * to B = 32 and equal at 128: docs/rigapprox.md) */
+             * to B = 32 and equal at 128; four poses per weight load measured no better here:
+             * docs/rigapprox.md) */
             for (int64_t a = 0; a < A; a++)
                 for (int p = 0; p < B; p++) {
                     const float *o = df_mlp_forward_packed(m->anc_nets[a], r->anc_pk + r->anc_pk_off[a],

@@ -12,6 +12,9 @@
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
 #define DF__NN_AVX2 1
+#if defined(__AVX512F__)
+#define DF__NN_AVX512 1
+#endif
 #endif
 
 double df_rng_normal(df_rng_t *r)
@@ -312,11 +315,12 @@ static inline float hsum8(__m256 v)
 
 static inline float xin(const float *x, const int32_t *idx, int i) { return idx ? x[idx[i]] : x[i]; }
 
-void df_dense_packed(int in, int out, const float *layer, const float *x,
-                     const int32_t *idx, float *y, int relu)
+/* outputs o0.. of one packed layer (o0 a multiple of 64, 0 = all) */
+static void dense1(int in, int out, const float *layer, const float *x,
+                   const int32_t *idx, float *y, int relu, int o0)
 {
     const float *b = layer, *W = layer + up16((size_t)out);
-    int o = 0;
+    int o = o0;
     if (out >= 8) { /* panels: y[o0+k] = b[o0+k] + sum_i x_i P[i*pw+k], P = W + o0*in */
 #ifdef DF__NN_AVX2
         const __m256 z = _mm256_setzero_ps();
@@ -390,6 +394,75 @@ void df_dense_packed(int in, int out, const float *layer, const float *x,
         s += b[o];
         y[o] = relu && s < 0.0f ? 0.0f : s;
     }
+}
+
+void df_dense_packed(int in, int out, const float *layer, const float *x,
+                     const int32_t *idx, float *y, int relu)
+{
+    dense1(in, out, layer, x, idx, y, relu, 0);
+}
+
+#ifdef DF__NN_AVX512
+/* the full 64-output panels of one packed layer for FOUR poses: x rows ldx
+ * apart, y rows ldy apart. 16 accumulators (4 poses x 64 outputs) + 4
+ * weight registers: each weight is loaded once for four poses, so the
+ * kernel is a small GEMM that streams the weights (OpenBLAS 0.3.21 runs
+ * its AVX2 Haswell kernels on this CPU: measured 1.6-3x slower for these
+ * shapes, docs/rigapprox.md). */
+static void panels4(int in, int out, const float *layer, const float *x, size_t ldx,
+                    float *y, size_t ldy, int relu)
+{
+    const float *b = layer, *W = layer + up16((size_t)out);
+    const float *x0 = x, *x1 = x + ldx, *x2 = x + 2 * ldx, *x3 = x + 3 * ldx;
+    for (int o = 0; o + 64 <= out; o += 64) {
+        __m512 a[16];
+        for (int k = 0; k < 4; k++) a[k] = a[4 + k] = a[8 + k] = a[12 + k] = _mm512_loadu_ps(b + o + 16 * k);
+        const float *w = W + (size_t)o * in;
+        for (int i = 0; i < in; i++, w += 64) {
+            __m512 w0 = _mm512_loadu_ps(w), w1 = _mm512_loadu_ps(w + 16), w2 = _mm512_loadu_ps(w + 32),
+                   w3 = _mm512_loadu_ps(w + 48), s;
+#define POSE(xq, q)                                                                   \
+    s = _mm512_set1_ps(xq[i]);                                                        \
+    a[q * 4] = _mm512_fmadd_ps(s, w0, a[q * 4]), a[q * 4 + 1] = _mm512_fmadd_ps(s, w1, a[q * 4 + 1]); \
+    a[q * 4 + 2] = _mm512_fmadd_ps(s, w2, a[q * 4 + 2]), a[q * 4 + 3] = _mm512_fmadd_ps(s, w3, a[q * 4 + 3])
+            POSE(x0, 0);
+            POSE(x1, 1);
+            POSE(x2, 2);
+            POSE(x3, 3);
+#undef POSE
+        }
+        for (int q = 0; q < 4; q++)
+            for (int k = 0; k < 4; k++) {
+                __m512 v = a[q * 4 + k];
+                if (relu) v = _mm512_max_ps(v, _mm512_setzero_ps());
+                _mm512_storeu_ps(y + q * ldy + o + 16 * k, v);
+            }
+    }
+}
+#endif
+
+const float *df_mlp_forward_packed_batch(const df_mlp_t *m, const float *pk, int B,
+                                         const float *x, float *act)
+{
+    const float *in = x;
+    float *y = act;
+    for (int l = 0; l < m->n_layers; l++) {
+        int ni = m->dims[l], no = m->dims[l + 1], relu = l < m->n_layers - 1, p = 0;
+#ifdef DF__NN_AVX512
+        if (no >= 64)
+            for (; p + 4 <= B; p += 4) {
+                panels4(ni, no, pk, in + (size_t)p * ni, (size_t)ni, y + (size_t)p * no, (size_t)no, relu);
+                if (no % 64) /* the narrower last panel, pose by pose */
+                    for (int q = p; q < p + 4; q++)
+                        dense1(ni, no, pk, in + (size_t)q * ni, NULL, y + (size_t)q * no, relu, no / 64 * 64);
+            }
+#endif
+        for (; p < B; p++) dense1(ni, no, pk, in + (size_t)p * ni, NULL, y + (size_t)p * no, relu, 0);
+        pk += up16((size_t)no) + up16((size_t)no * ni);
+        in = y;
+        y += (size_t)B * no;
+    }
+    return in;
 }
 
 const float *df_mlp_forward_packed(const df_mlp_t *m, const float *pk,

@@ -113,6 +113,12 @@ void df_dense_packed(int in, int out, const float *layer, const float *x,
 const float *df_mlp_forward_packed(const df_mlp_t *m, const float *pk,
                                    const int32_t *idx, const float *x,
                                    float *act);
+/* Forward B rows x [B,in] through the packed copy pk of m, like
+ * df_mlp_forward (act: df_mlp_work_floats(m,B) floats, borrowed; returns a
+ * pointer into act to the output [B,out]). With AVX-512 four poses share
+ * every weight load (a small GEMM kernel); otherwise pose by pose. */
+const float *df_mlp_forward_packed_batch(const df_mlp_t *m, const float *pk, int B,
+                                         const float *x, float *act);
 /* y[r*3+c] += sum_a M[r*n+a] x3[a*3+c] for r < rows, c < 3: three
  * matrix-vector products sharing M [rows,n] row-major, M read exactly once.
  * tmp: 3n floats scratch (borrowed; x3 is de-interleaved into it). */

@@ -8,6 +8,9 @@
  *    widths below 8 stored row-major, gathered inputs) against a double
  *    precision loop written here, relative tolerance 1e-5 of the row's
  *    absolute sum (float rounding of a few hundred terms);
+ *  - the batched packed forward (four poses per weight load with AVX-512,
+ *    remainder poses and the narrower last panel one by one) against the
+ *    same double loop and against the GEMM forward, batches of 1-9;
  *  - df_matvec3_add against a double loop (same tolerance);
  *  - a trained model (default 64-wide anchor nets, a 70-wide differential
  *    net so the last panel is partial) served at batch 1 equals the same
@@ -110,6 +113,51 @@ static void test_packed_layers_match_double(void)
         df_mlp_free(&m);
     }
     DF_CHECK_MSG(n_bad == 0, "%d outputs off, worst relative error %g", n_bad, worst);
+}
+
+static void test_packed_batch_matches_double_and_gemm(void)
+{
+    /* widths: full panels only (64), a partial last panel (70 = 64 + 6, 130), under 8 (3) */
+    static const int shapes[][5] = {{37, 64, 64, 64, 3}, {21, 70, 130, 160, 5}};
+    df_rng_t r = {13};
+    int n_bad = 0;
+    double worst = 0, worst_gemm = 0;
+    for (int s = 0; s < 2; s++) {
+        const int *dims = shapes[s];
+        df_mlp_t *m = NULL;
+        DF_CHECK(df_mlp_new(4, dims, 200 + s, &m, NULL) == 0);
+        if (!m) return;
+        for (int l = 0; l < 4; l++)
+            for (int o = 0; o < dims[l + 1]; o++) m->b[l][o] = (float)df_rng_normal(&r) * 0.3f;
+        float *pk = malloc(sizeof(float) * df_mlp_packed_floats(m));
+        df_mlp_pack(m, pk);
+        for (int B = 1; B <= 9; B++) {
+            float *x = malloc(sizeof(float) * B * dims[0]);
+            for (int i = 0; i < B * dims[0]; i++) x[i] = (float)df_rng_normal(&r);
+            float *act = malloc(sizeof(float) * df_mlp_work_floats(m, B));
+            float *act2 = malloc(sizeof(float) * df_mlp_work_floats(m, B));
+            const float *out = df_mlp_forward_packed_batch(m, pk, B, x, act);
+            const float *ref = df_mlp_forward(m, B, x, act2);
+            for (int p = 0; p < B; p++) {
+                double h[4][200], mag[4][200], in0[64];
+                for (int i = 0; i < dims[0]; i++) in0[i] = x[p * dims[0] + i];
+                layer_ref(m, 0, in0, h[0], mag[0]);
+                for (int l = 1; l < 4; l++) layer_ref(m, l, h[l - 1], h[l], mag[l]);
+                for (int o = 0; o < dims[4]; o++) {
+                    double e = fabs(out[p * dims[4] + o] - h[3][o]) / (mag[3][o] + 1e-30);
+                    worst = fmax(worst, e);
+                    n_bad += !(e <= 1e-5);
+                    worst_gemm = fmax(worst_gemm, fabs(out[p * dims[4] + o] - ref[p * dims[4] + o]) /
+                                                      (mag[3][o] + 1e-30));
+                }
+            }
+            free(x), free(act), free(act2);
+        }
+        free(pk);
+        df_mlp_free(&m);
+    }
+    DF_CHECK_MSG(n_bad == 0, "%d outputs off the double loop, worst relative error %g", n_bad, worst);
+    DF_CHECK_MSG(worst_gemm <= 1e-5, "packed batch vs GEMM forward: worst relative difference %g", worst_gemm);
 }
 
 static void test_matvec3_matches_double(void)
@@ -222,6 +270,7 @@ int main(void)
     const char *o = getenv("DF_TEST_OUT");
     snprintf(dir, sizeof dir, "%s", o ? o : "/tmp");
     DF_RUN(test_packed_layers_match_double);
+    DF_RUN(test_packed_batch_matches_double_and_gemm);
     DF_RUN(test_matvec3_matches_double);
     if (make_model()) {
         printf("FAIL make_model\n");
