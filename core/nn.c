@@ -441,6 +441,26 @@ static void panels4(int in, int out, const float *layer, const float *x, size_t 
 }
 #endif
 
+#ifndef DF__NN_AVX512
+/* without AVX-512: OpenBLAS on the packed layout (a panel [in,pw] is a block
+ * of W^T, row-major), as fast as df_mlp_forward on the original weights */
+static void packed_gemm(int in, int out, const float *layer, int B, const float *x, float *y, int relu)
+{
+    const float *b = layer, *W = layer + up16((size_t)out);
+    for (int p = 0; p < B; p++) memcpy(y + (size_t)p * out, b, sizeof(float) * out);
+    if (out >= 8)
+        for (int o0 = 0; o0 < out; o0 += 64) {
+            int pw = out - o0 < 64 ? out - o0 : 64;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, pw, in, 1.0f, x, in, W + (size_t)o0 * in, pw,
+                        1.0f, y + o0, out);
+        }
+    else
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, out, in, 1.0f, x, in, W, in, 1.0f, y, out);
+    if (relu)
+        for (size_t i = 0; i < (size_t)B * out; i++) y[i] = y[i] > 0.0f ? y[i] : 0.0f;
+}
+#endif
+
 const float *df_mlp_forward_packed_batch(const df_mlp_t *m, const float *pk, int B,
                                          const float *x, float *act)
 {
@@ -456,6 +476,11 @@ const float *df_mlp_forward_packed_batch(const df_mlp_t *m, const float *pk, int
                     for (int q = p; q < p + 4; q++)
                         dense1(ni, no, pk, in + (size_t)q * ni, NULL, y + (size_t)q * no, relu, no / 64 * 64);
             }
+#else
+        if (B > 1) {
+            packed_gemm(ni, no, pk, B, in, y, relu);
+            p = B;
+        }
 #endif
         for (; p < B; p++) dense1(ni, no, pk, in + (size_t)p * ni, NULL, y + (size_t)p * no, relu, 0);
         pk += up16((size_t)no) + up16((size_t)no * ni);

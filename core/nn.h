@@ -83,7 +83,7 @@ void df_mlp_backward(const df_mlp_t *m, int B, const float *x,
                      float *tmp);
 void df_mlp_zero(df_mlp_t *g);
 
-/* ------------------------------------------------- packed batch-1 path
+/* ------------------------------------------------- packed serving path
  * At batch 1 a small network is a chain of matrix-vector products bound by
  * the bytes of its weights; one BLAS call per layer costs more in dispatch
  * than the product itself for the rigapprox anchor mini-networks
@@ -116,7 +116,8 @@ const float *df_mlp_forward_packed(const df_mlp_t *m, const float *pk,
 /* Forward B rows x [B,in] through the packed copy pk of m, like
  * df_mlp_forward (act: df_mlp_work_floats(m,B) floats, borrowed; returns a
  * pointer into act to the output [B,out]). With AVX-512 four poses share
- * every weight load (a small GEMM kernel); otherwise pose by pose. */
+ * every weight load (a small GEMM kernel); without it, OpenBLAS sgemm on
+ * the packed panels. */
 const float *df_mlp_forward_packed_batch(const df_mlp_t *m, const float *pk, int B,
                                          const float *x, float *act);
 /* y[r*3+c] += sum_a M[r*n+a] x3[a*3+c] for r < rows, c < 3: three
