@@ -612,7 +612,9 @@ static enum MHD_Result start_infer(req_t *q)
     if (!job) return send_error(q, 500, "out of memory");
     q->job = job;
     df_ks_request_t *k = &q->kreq;
-    snprintf(job->character, sizeof job->character, "%s", q->name);
+    size_t cn = strnlen(q->name, sizeof job->character - 1); /* no snprintf per request */
+    memcpy(job->character, q->name, cn);
+    job->character[cn] = 0;
     job->n_inputs = k->n_inputs;
     for (int i = 0; i < k->n_inputs; i++) {
         df_job_input_t *in = &job->inputs[i];
