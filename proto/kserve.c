@@ -713,10 +713,19 @@ static inline double scale10(double x, int k)
     return k >= 0 ? x * k_p10[k] : x / k_p10[-k];
 }
 
+#if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "fmt_float builds digit strings in little-endian words"
+#endif
 static const char k_dig2[201] =
     "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
     "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
     "8081828384858687888990919293949596979899";
+static inline uint16_t dig2(uint32_t i) /* "00".."99" as two chars */
+{
+    uint16_t t;
+    memcpy(&t, k_dig2 + 2 * i, 2);
+    return t;
+}
 
 static inline __attribute__((always_inline)) int fmt_float(char *out, float xf)
 {
@@ -749,24 +758,27 @@ static inline __attribute__((always_inline)) int fmt_float(char *out, float xf)
     uint32_t m = (uint32_t)(sc + 0.5);
     if (m >= 1000000000u) { m = (m + 5) / 10; e10++; }
     if (m < 100000000u) { m *= 10; e10--; } /* rounding at a power of 10 */
-    /* nine digits: d[0] then four independent pairs; d has slack so the
-     * fixed-size copies below may read past the ninth digit */
-    char d[20];
+    /* nine digits: the first, then eight as the chars of one 64-bit word
+     * (little-endian: d1 in the low byte) built from four table pairs in
+     * independent chains. They are only stored, never stored and read back:
+     * building them in a char array and then copying it cost a failed
+     * store-to-load forwarding on every number (30 % of this function's
+     * samples in the session 3 profile). */
     uint32_t hi = m / 10000u, lo = m % 10000u; /* 5 + 4 digits */
-    d[0] = (char)('0' + hi / 10000u);
+    char d0 = (char)('0' + hi / 10000u);
     uint32_t h4 = hi % 10000u;
-    memcpy(d + 1, k_dig2 + 2 * (h4 / 100u), 2);
-    memcpy(d + 3, k_dig2 + 2 * (h4 % 100u), 2);
-    memcpy(d + 5, k_dig2 + 2 * (lo / 100u), 2);
-    memcpy(d + 7, k_dig2 + 2 * (lo % 100u), 2);
-    memset(d + 9, '0', 11);
-    int nd = 9;
-    while (nd > 1 && d[nd - 1] == '0') nd--;
+    uint64_t v = (uint64_t)dig2(h4 / 100u) | (uint64_t)dig2(h4 % 100u) << 16 |
+                 (uint64_t)dig2(lo / 100u) << 32 | (uint64_t)dig2(lo % 100u) << 48;
+    /* trailing zero digits: the last digit is the high byte */
+    uint64_t z = v ^ 0x3030303030303030ull;
+    int nd = z ? 9 - (__builtin_clzll(z) >> 3) : 1;
     if (e10 >= 0 && e10 < 9) { /* ddd.ddd */
-        memcpy(p, d, 9);
+        p[0] = d0;
+        memcpy(p + 1, &v, 8);
         if (nd > e10 + 1) {
+            uint64_t f = v >> (8 * e10); /* digits e10+1.. */
             p[e10 + 1] = '.';
-            memcpy(p + e10 + 2, d + e10 + 1, 8);
+            memcpy(p + e10 + 2, &f, 8);
             p += nd + 1;
         } else {
             p += e10 + 1;
@@ -774,13 +786,14 @@ static inline __attribute__((always_inline)) int fmt_float(char *out, float xf)
     } else if (e10 < 0 && e10 >= -5) { /* 0.000ddd */
         memcpy(p, "0.00000", 8);
         p += 1 - e10;
-        memcpy(p, d, 9);
+        p[0] = d0;
+        memcpy(p + 1, &v, 8);
         p += nd;
     } else { /* d.ddde-XX */
-        *p++ = d[0];
+        *p++ = d0;
         if (nd > 1) {
             *p++ = '.';
-            memcpy(p, d + 1, 8);
+            memcpy(p, &v, 8);
             p += nd - 1;
         }
         *p++ = 'e';
