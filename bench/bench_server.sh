@@ -15,7 +15,7 @@
 # per-round ratios is reported with every round's value.
 # Output: a table on stdout and build/bench/server_results.txt.
 # Environment: SECS (default 4), REPS (3), CONNS_HEAVY (64), CONNS_SMALL (16),
-# MODELS (default "face bigface head").
+# MODELS (default "face bigface head"; MODELS= runs only the small model).
 set -u
 cd "$(dirname "$0")/.."
 B=${B:-build}
@@ -24,7 +24,7 @@ SECS=${SECS:-4}
 REPS=${REPS:-3}
 CH=${CONNS_HEAVY:-64}
 CS=${CONNS_SMALL:-16}
-MODELS=${MODELS:-face bigface head}
+MODELS=${MODELS-face bigface head}
 OUT=$B/bench/server_results.txt
 REPO=$B/bench/server_repo
 LG=$B/bench/bench_server
