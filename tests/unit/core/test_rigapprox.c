@@ -61,7 +61,9 @@ static int same_file(const char *a, const char *b)
     return same;
 }
 
-static int make_dataset(void)
+/* n poses of the tiny reference rig with this seed (influence from
+ * `influence` poses) written to DF_TEST_OUT/name. */
+static int make_dataset_n(int n, uint64_t seed, int influence, const char *name)
 {
     df_refrig_opts_t o;
     df_refrig_opts_default(&o);
@@ -69,11 +71,13 @@ static int make_dataset(void)
     df_refrig_t *r = NULL;
     df_error_t err = {0};
     int rc = df_refrig_tiny(8, 6, &o, &r, &err);
-    if (!rc) rc = df_refrig_write_dataset(r, 160, 11, 0, 4, path("ra_tiny.safetensors"), &err);
+    if (!rc) rc = df_refrig_write_dataset(r, n, seed, 0, influence, path(name), &err);
     df_refrig_free(&r);
     if (rc) fprintf(stderr, "dataset: %s\n", err.msg);
     return rc;
 }
+
+static int make_dataset(void) { return make_dataset_n(160, 11, 4, "ra_tiny.safetensors"); }
 
 static void test_training_reproducible(void)
 {
@@ -635,14 +639,8 @@ static double served_mean_error(const char *model, const char *data)
 static void test_position_finetune(void)
 {
     df_error_t err = {0};
-    df_refrig_opts_t ro;
-    df_refrig_opts_default(&ro);
-    ro.n_controls = 4, ro.n_combos = 2;
-    df_refrig_t *r = NULL;
-    int rc = df_refrig_tiny(8, 6, &ro, &r, &err);
-    if (!rc) rc = df_refrig_write_dataset(r, 60, 99, 0, 0, path("ra_tiny_test.safetensors"), &err);
-    df_refrig_free(&r);
-    DF_CHECK_MSG(rc == 0, "%s", err.msg);
+    int rc = make_dataset_n(60, 99, 0, "ra_tiny_test.safetensors");
+    DF_CHECK(rc == 0);
     df_rigdata_t d;
     rc = df_rigdata_open(path("ra_tiny.safetensors"), &d, &err);
     DF_CHECK_MSG(rc == 0, "%s", err.msg);
