@@ -1189,6 +1189,10 @@ int df_rigapprox_train(const df_rigdata_t *d, const df_ratrain_opts_t *o,
         !(o->pca_frac > 0 && o->pca_frac <= 1) || !(o->anchor_frac > 0 && o->anchor_frac <= 1) ||
         !(o->omega > 0) || o->piece_anchors < 0 || o->piece_anchors > 1000 || o->epochs < 0 || o->pos_epochs < 0 || !(o->pos_lr >= 0) || o->batch < 1 || o->batch > 65536 || !(o->val_frac > 0 && o->val_frac < 1))
         return df_error_set(err, DF_EINVAL, "train: an option is out of range");
+    if (o->pos_epochs > 0 && o->variant != DF_RA_OURS)
+        return df_error_set(err, DF_EINVAL, "train: position-space fine-tuning (--pos-epochs) is for the 'ours' variant "
+                                            "(the %s variant has no reconstruction to train through)",
+                            df_ramodel_variant_name(o->variant));
     t.nval = (int64_t)llround(o->val_frac * t.N);
     if (t.nval < 1) t.nval = 1;
     t.ntr = t.N - t.nval;

@@ -655,6 +655,9 @@ static void test_position_finetune(void)
     DF_CHECK(same_file(path("ra_p1.safetensors"), path("ra_p2.safetensors")));
     o.pos_epochs = -1;
     DF_CHECK(df_rigapprox_train(&d, &o, path("ra_p3.safetensors"), NULL, &err) == DF_EINVAL);
+    o.pos_epochs = 3, o.variant = DF_RA_LOCAL; /* nothing to fine-tune through: refused, named */
+    DF_CHECK(df_rigapprox_train(&d, &o, path("ra_p3.safetensors"), NULL, &err) == DF_EINVAL);
+    DF_CHECK_MSG(strstr(err.msg, "--pos-epochs") && strstr(err.msg, "local"), "%s", err.msg);
     df_rigdata_close(&d);
     double e0 = served_mean_error("ra_p0.safetensors", "ra_tiny_test.safetensors");
     double e1 = served_mean_error("ra_p1.safetensors", "ra_tiny_test.safetensors");
