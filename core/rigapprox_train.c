@@ -942,6 +942,29 @@ int df__ra_refit_solve(int64_t n, int Hd, const float *h, int64_t D, const float
     return rc;
 }
 
+/* The dense fold of the reconstruction (v_nl = G z + H a + g0) for the
+ * training basis: G [D,P], Hm [V,A], g0 [D] (caller's arrays). */
+static int fold_recon(tr_t *t, float *G, float *Hm, float *g0, df_error_t *err)
+{
+    int rc = df_lap_fold(t->lap, (int)(3 * t->P), t->Uw, G, Hm, err); /* Uw [3V,P] = [V,3P] */
+    return rc ? rc : df_lap_fold(t->lap, 3, t->mu, g0, NULL, err);
+}
+
+/* R [B,D] = v_nl of rows s.. - g0 - H a, a = predicted anchors ap [B,A*3]:
+ * what G z has to reproduce. */
+static void recon_residual(const tr_t *t, int64_t s, int B, const float *Hm, const float *g0, const float *ap,
+                           float *R)
+{
+    int64_t D = t->D, V = t->V, A = t->A;
+    for (int b = 0; b < B; b++) {
+        float *r = R + (size_t)b * D;
+        const float *nl = t->NL + (s + b) * D;
+        for (int64_t k = 0; k < D; k++) r[k] = nl[k] - g0[k];
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)V, 3, (int)A, -1.0f, Hm, (int)A,
+                    ap + (size_t)b * A * 3, 3, 1.0f, r, 3);
+    }
+}
+
 static int refit_last(tr_t *t, double *before, double *after, df_error_t *err)
 {
     df_mlp_t *n = t->net_best;
@@ -965,9 +988,7 @@ static int refit_last(tr_t *t, double *before, double *after, df_error_t *err)
         rc = df_error_set(err, DF_ENOMEM, "train: out of memory (refit)");
         goto done;
     }
-    /* Uw [3V,P] is [V,3P] with L acting on the vertex index */
-    if ((rc = df_lap_fold(t->lap, (int)(3 * P), t->Uw, G, Hm, err))) goto done;
-    if ((rc = df_lap_fold(t->lap, 3, t->mu, g0, NULL, err))) goto done;
+    if ((rc = fold_recon(t, G, Hm, g0, err))) goto done;
     if ((rc = refit_begin(&acc, Hd, D, P, G, Bm, err))) goto done;
     /* pass 0: accumulate normal equations on the training rows;
      * pass 1 / 2: validation error with the old / new last layer */
@@ -981,14 +1002,7 @@ static int refit_last(tr_t *t, double *before, double *after, df_error_t *err)
             anchors_predict(t, B, X, ap, abuf);
             float *z = df_mlp_forward(n, B, X, act);
             const float *h = L >= 2 ? z - (size_t)B * Hd : X;
-            /* R = v_nl - g0 - H a */
-            for (int b = 0; b < B; b++) {
-                float *r = R + (size_t)b * D;
-                const float *nl = t->NL + (s + b) * D;
-                for (int64_t k = 0; k < D; k++) r[k] = nl[k] - g0[k];
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)V, 3, (int)A, -1.0f, Hm, (int)A,
-                            ap + (size_t)b * A * 3, 3, 1.0f, r, 3);
-            }
+            recon_residual(t, s, B, Hm, g0, ap, R);
             if (pass == 0) {
                 refit_add(&acc, B, h, R);
             } else {
@@ -1056,19 +1070,12 @@ static int finetune_positions(tr_t *t, double *before, double *after, df_error_t
         rc = df_error_set(err, DF_ENOMEM, "train: out of memory (position fine-tuning)");
         goto done;
     }
-    if ((rc = df_lap_fold(t->lap, (int)(3 * P), t->Uw, G, Hm, err))) goto done;
-    if ((rc = df_lap_fold(t->lap, 3, t->mu, g0, NULL, err))) goto done;
+    if ((rc = fold_recon(t, G, Hm, g0, err))) goto done;
     /* targets R = v_nl - g0 - H a(pred), over the delta labels */
     for (int64_t s = 0; s < N; s += 128) {
         int B = (int)(N - s < 128 ? N - s : 128);
         anchors_predict(t, B, t->X + s * F, ap, abuf);
-        for (int b = 0; b < B; b++) {
-            float *r = t->Y + (s + b) * D;
-            const float *nl = t->NL + (s + b) * D;
-            for (int64_t k = 0; k < D; k++) r[k] = nl[k] - g0[k];
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)V, 3, (int)A, -1.0f, Hm, (int)A,
-                        ap + (size_t)b * A * 3, 3, 1.0f, r, 3);
-        }
+        recon_residual(t, s, B, Hm, g0, ap, t->Y + s * D);
     }
     df_mlp_copy(t->net, t->net_best);
     if ((rc = df_mlp_opt_init(&opt, t->net, o->adam, o->lr, err))) goto done;
