@@ -4,9 +4,12 @@
 # run mean anything).
 #
 #  1. heavy models ("face": Wuson mesh, 256 morph targets; "bigface": 1024
-#     targets; "head": the 11k-vertex PLY scan, 512 targets), 64
-#     connections, HTTP binary and socket, batching on vs off
-#     (--no-batching), throughput ratio and the p99 check;
+#     targets; "head": the 11k-vertex PLY scan, 512 targets; "rig": a
+#     rigapprox model of Testwuson at the default widths, fed real poses
+#     of its dataset), 64 connections, HTTP binary and socket, batching on
+#     vs off (--no-batching), throughput ratio and the p99 check, beside
+#     the transport floor: the fixed-reply servers answering the same
+#     number of bytes to the same 64 connections;
 #  2. small model ("tiny", 120 vertices), 16 connections: HTTP JSON, HTTP
 #     binary, socket, vs fixed_mhd / fixed_uv answering the same number of
 #     bytes, as ratios; server CPU µs per request from /proc/PID/stat.
@@ -15,7 +18,7 @@
 # per-round ratios is reported with every round's value.
 # Output: a table on stdout and build/bench/server_results.txt.
 # Environment: SECS (default 4), REPS (3), CONNS_HEAVY (64), CONNS_SMALL (16),
-# MODELS (default "face bigface head"; MODELS= runs only the small model).
+# MODELS (default "face bigface head rig"; MODELS= runs only the small model).
 set -u
 cd "$(dirname "$0")/.."
 B=${B:-build}
@@ -24,12 +27,28 @@ SECS=${SECS:-4}
 REPS=${REPS:-3}
 CH=${CONNS_HEAVY:-64}
 CS=${CONNS_SMALL:-16}
-MODELS=${MODELS-face bigface head}
+MODELS=${MODELS-face bigface head rig}
 OUT=$B/bench/server_results.txt
 REPO=$B/bench/server_repo
 LG=$B/bench/bench_server
 mkdir -p "$B/bench"
 [ -f "$REPO/head/1/model.safetensors" ] || "$LG" mkrepo "$REPO" || exit 1
+# "rig": rigapprox at the default widths (3 x 256, 10 % PCs, 2 % anchors) on
+# Testwuson; 1 epoch: the timing does not depend on how well it is trained.
+# Rebuilt when bin/deform changes (training defaults may have).
+RIGDATA=$B/bench/rig_data.st
+if [[ " $MODELS " == *" rig "* ]]; then
+    if [ -f "$RIGDATA" ] && [ "$BIN/deform" -nt "$RIGDATA" ]; then rm -rf "$RIGDATA" "$REPO/rig"; fi
+    if [ ! -f "$REPO/rig/1/model.safetensors" ] || [ ! -f "$RIGDATA" ]; then
+        rm -rf "$B/bench/rig_src" "$REPO/rig"
+        "$BIN/deform" import /usr/share/assimp/models/X/Testwuson.X --repository "$B/bench/rig_src" --name wuson >/dev/null &&
+        "$BIN/deform" rigdata --rigged "$B/bench/rig_src/wuson/1/model.safetensors" --out "$RIGDATA" \
+            --samples 400 --influence-poses 10 >/dev/null &&
+        OPENBLAS_NUM_THREADS=1 "$BIN/deform" train "$RIGDATA" --out "$REPO/rig" --epochs 1 --quiet >/dev/null || exit 1
+        printf '{"kind":"rigapprox","max_batch_size":64,"max_queue_delay_us":2000,"max_queue_length":4096,%s}\n' \
+            '"characters":{"rig_a":{},"rig_b":{}}' >"$REPO/rig/config.json"
+    fi
+fi
 pids=()
 cleanup() { for p in "${pids[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null; done; }
 trap cleanup EXIT
@@ -49,16 +68,20 @@ stop() { kill "$1" 2>/dev/null; wait "$1" 2>/dev/null; }
 rps() { sed -n 's/.*rps=\([0-9.]*\).*/\1/p' <<<"$1"; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
 median() { tr ' ' '\n' <<<"$*" | grep -v '^$' | sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)]; else print "n/a" }'; }
-lg() { # port proto conns chars weights pid
-    "$LG" run --port "$1" --proto "$2" --conns "$3" --secs "$SECS" --chars "$4" --weights "$5" --pid "$6"
+lg() { # port proto conns chars weights|inputs pid   (inputs: "--inputs FILE --names a,b")
+    local w=(--weights "$5"); [[ "$5" == --* ]] && read -ra w <<<"$5"
+    "$LG" run --port "$1" --proto "$2" --conns "$3" --secs "$SECS" --chars "$4" "${w[@]}" --pid "$6"
 }
 
 {
 echo "# deformd bench-server $(date -u +%FT%TZ) on $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), ${SECS}s cells, $REPS rounds"
 
-heavy() { # $1 model, $2 label, $3 characters, $4 weights, $5 its max_queue_delay_us
+heavy() { # $1 model, $2 label, $3 characters, $4 weights|inputs, $5 its max_queue_delay_us
     echo "## heavy model: $1 ($2), $CH connections"
-    local rb=() rs=() cb=0 p99b=() p99s=()
+    local rb=() rs=() cb=0 p99b=() p99s=() fb=() fs=()
+    # answer bytes of one pose (positions, float32) for the fixed servers
+    local nv
+    nv=$("$BIN/deform" info "$REPO/$1/1/model.safetensors" 2>/dev/null | sed -n 's/^mesh: \([0-9]*\) vertices.*/\1/p' | head -1)
     for r in $(seq "$REPS"); do
         start_deformd heavy_on
         on=$(lg "$HP" bin "$CH" "$3" "$4" "$DPID")
@@ -81,6 +104,19 @@ heavy() { # $1 model, $2 label, $3 characters, $4 weights, $5 its max_queue_dela
         # counts its batch's time, so this is the batch time a request sees)
         c=$(awk '/compute_us_total/ {c=$2} /status="success"/ {n=$2} END { if (n > 0) printf "%.0f", c / n; else print 0 }' <<<"$met")
         [ "$c" -gt "$cb" ] && cb=$c
+        # transport floor: zero-compute servers, same answer size, same connections
+        if [ -n "$nv" ]; then
+            "$B/bench/fixed_mhd" 0 $((nv * 12 + 200)) >"$B/bench/fixed_mhd.port" & FM=$!; pids+=("$FM")
+            "$B/bench/fixed_uv" 0 $((nv * 12 + 80)) >"$B/bench/fixed_uv.port" & FU=$!; pids+=("$FU")
+            sleep 0.3
+            fm=$(lg "$(sed 's/port=//' "$B/bench/fixed_mhd.port")" fixed-http "$CH" x 4 "$FM")
+            fu=$(lg "$(sed 's/port=//' "$B/bench/fixed_uv.port")" fixed-sock "$CH" x 4 "$FU")
+            stop "$FM"; stop "$FU"
+            echo "round $r fixed MHD   : $fm"
+            echo "round $r fixed libuv : $fu"
+            fb+=("$(sed -n 's/.*p99=\([0-9]*\).*/\1/p' <<<"$fm")")
+            fs+=("$(sed -n 's/.*p99=\([0-9]*\).*/\1/p' <<<"$fu")")
+        fi
         rb+=("$(ratio "$(rps "$on")" "$(rps "$off")")")
         rs+=("$(ratio "$(rps "$on_s")" "$(rps "$off_s")")")
         p99b+=("$(sed -n 's/.*p99=\([0-9]*\).*/\1/p' <<<"$on")")
@@ -89,21 +125,27 @@ heavy() { # $1 model, $2 label, $3 characters, $4 weights, $5 its max_queue_dela
     echo "RATIO batching on/off ($1, HTTP binary): median $(median "${rb[@]}") (rounds: ${rb[*]})"
     echo "RATIO batching on/off ($1, socket):      median $(median "${rs[@]}") (rounds: ${rs[*]})"
     bound=$(( $5 + 2 * cb ))
-    for pair in "bin:${p99b[*]}" "sock:${p99s[*]}"; do
-        m=$(median ${pair#*:})
-        echo "P99 CHECK ($1, ${pair%%:*}): median p99 $m us (rounds: ${pair#*:}) vs max_queue_delay $5 + 2 x batch compute $cb = $bound us: $(awk -v a="$m" -v b="$bound" 'BEGIN { print (a <= b) ? "met" : "not met" }')"
+    for pair in "bin:${p99b[*]}:${fb[*]}" "sock:${p99s[*]}:${fs[*]}"; do
+        local k=${pair%%:*} rest=${pair#*:}
+        m=$(median ${rest%%:*})
+        echo "P99 CHECK ($1, $k): median p99 $m us (rounds: ${rest%%:*}) vs max_queue_delay $5 + 2 x batch compute $cb = $bound us: $(awk -v a="$m" -v b="$bound" 'BEGIN { print (a <= b) ? "met" : "not met" }')"
+        [ -n "${rest#*:}" ] && echo "P99 FLOOR ($1, $k): the fixed-reply server's p99 with the same answer bytes and connections: median $(median ${rest#*:}) us (rounds: ${rest#*:})"
     done
 }
 
 echo "## evaluation alone (one thread, no transport): what batching can give"
 for m in $MODELS; do
-    [ "$m" = face ] || "$LG" evalbench "$REPO/$m/1/model.safetensors"
+    case $m in
+    rig) "$LG" evalbench "$REPO/$m/1/model.safetensors" --inputs "$RIGDATA" --names controls,joint_matrices ;;
+    *) "$LG" evalbench "$REPO/$m/1/model.safetensors" ;;
+    esac
 done
 for m in $MODELS; do
     case $m in
     face) heavy face "2117 vertices, 256 morph targets" face_a,face_b 256 1000 ;;
     bigface) heavy bigface "2117 vertices, 1024 morph targets" big_a,big_b 1024 2000 ;;
     head) heavy head "11152 vertices, 512 morph targets" head_a,head_b 512 2000 ;;
+    rig) heavy rig "rigapprox, Testwuson 3205 vertices, 3 x 256" rig_a,rig_b "--inputs $RIGDATA --names controls,joint_matrices" 2000 ;;
     esac
 done
 
