@@ -18,8 +18,10 @@
  *       next to the server's on a shared machine), characters assigned
  *       round-robin. The first S seconds (default 0.5) are a warm-up: their
  *       requests are not recorded and the CPU/time window starts after. Prints one line: proto, conns, requests, req/s, p50,
- *       p99, p99.9 latency (µs), errors, and, given --pid, the server's CPU
- *       time per request (µs) from /proc/PID/stat.
+ *       p99, p99.9 latency (µs), errors, given --pid the server's CPU
+ *       time per request (µs) from /proc/PID/stat, and the answer's body
+ *       bytes (HTTP body / frame payload: what the fixed servers must send
+ *       to be compared fairly).
  *   bench_server evalbench MODEL.safetensors [--inputs FILE --names a,b]
  *       the model's evaluation alone, in this process: df_model_evaluate of
  *       B = 1, 8, 32, 64 poses, per pose and as B=1 / B (the most batching
@@ -242,6 +244,7 @@ typedef struct {
     double measure_from;       /* requests sent before: warm-up, not recorded */
     double *lat;
     size_t n, cap;
+    size_t body_bytes;         /* of the last answer: HTTP body / frame payload */
     int errors;
     char *req;
     size_t req_len;
@@ -421,7 +424,7 @@ typedef struct {
 
 /* Bytes of a whole answer in c->w->buf[0..have), or 0 while unknown; -1 on
  * a malformed answer. *status gets the HTTP status / frame type. */
-static long answer_size(const lconn_t *c, int *status)
+static long answer_size(const lconn_t *c, int *status, size_t *head)
 {
     const worker_t *w = c->w;
     if (w->proto == P_SOCK || w->proto == P_FSOCK) {
@@ -431,6 +434,7 @@ static long answer_size(const lconn_t *c, int *status)
         memcpy(&len, w->buf + 20, 4);
         memcpy(&type, w->buf + 6, 2);
         *status = type == DF_FT_RESULT ? 200 : 500;
+        *head = 24;
         return 24 + (long)len;
     }
     w->buf[c->have] = 0;
@@ -439,6 +443,7 @@ static long answer_size(const lconn_t *c, int *status)
     *status = atoi(w->buf + 9);
     char *cl = strcasestr(w->buf, "\r\ncontent-length:");
     if (!cl || cl > hend) return -1;
+    *head = (size_t)(hend + 4 - w->buf);
     return (long)(hend + 4 - w->buf) + atol(cl + 17);
 }
 
@@ -479,13 +484,16 @@ static int lconn_recv(lconn_t *c)
         c->have += (size_t)k;
         int status = 0;
         if (!c->need) {
-            long n = answer_size(c, &status);
+            size_t head;
+            long n = answer_size(c, &status, &head);
             if (n < 0) return -1;
             c->need = (size_t)n;
         }
         if (c->need && c->have >= c->need) {
             if (c->have > c->need) return -1; /* one answer in flight: no extra bytes */
-            answer_size(c, &status);
+            size_t head = 0;
+            answer_size(c, &status, &head);
+            w->body_bytes = c->need - head;
             double t1 = now_s();
             if (status != 200) {
                 w->errors++;
@@ -673,7 +681,9 @@ static int run(int argc, char **argv)
     double *all = malloc((total ? total : 1) * sizeof(double));
     size_t k = 0;
     size_t nmin = SIZE_MAX, nmax = 0; /* requests per connection: fairness between clients */
+    size_t body = 0;                  /* largest answer body seen: sizes the fixed servers' replies */
     for (int i = 0; i < conns; i++) {
+        if (w[i].body_bytes > body) body = w[i].body_bytes;
         if (w[i].n < nmin) nmin = w[i].n;
         if (w[i].n > nmax) nmax = w[i].n;
         memcpy(all + k, w[i].lat, w[i].n * sizeof(double));
@@ -685,9 +695,9 @@ static int run(int argc, char **argv)
     qsort(all, total, sizeof(double), cmp_d);
 #define PCT(p) (total ? all[(size_t)((double)(total - 1) * (p))] : 0)
     printf("%-10s conns=%-3d reqs=%-8zu rps=%-9.0f p50=%-7.0f p99=%-7.0f p99.9=%-7.0f errors=%d cpu_us_per_req=%.1f "
-           "per_conn=%zu..%zu\n",
+           "per_conn=%zu..%zu body_bytes=%zu\n",
            pname, conns, total, (double)total / el, PCT(0.5), PCT(0.99), PCT(0.999), errors,
-           pid > 0 && total ? (c1 - c0) * 1e6 / (double)total : 0.0, nmin, nmax);
+           pid > 0 && total ? (c1 - c0) * 1e6 / (double)total : 0.0, nmin, nmax, body);
     free(all);
     free(w);
     free(th);

@@ -66,6 +66,7 @@ start_deformd() { # $1 tag, rest: extra args
 }
 stop() { kill "$1" 2>/dev/null; wait "$1" 2>/dev/null; }
 rps() { sed -n 's/.*rps=\([0-9.]*\).*/\1/p' <<<"$1"; }
+bytes() { sed -n 's/.*body_bytes=\([0-9]*\).*/\1/p' <<<"$1"; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
 median() { tr ' ' '\n' <<<"$*" | grep -v '^$' | sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)]; else print "n/a" }'; }
 lg() { # port proto conns chars weights|inputs pid   (inputs: "--inputs FILE --names a,b")
@@ -79,9 +80,6 @@ echo "# deformd bench-server $(date -u +%FT%TZ) on $(nproc) cores, load $(cut -d
 heavy() { # $1 model, $2 label, $3 characters, $4 weights|inputs, $5 its max_queue_delay_us
     echo "## heavy model: $1 ($2), $CH connections"
     local rb=() rs=() cb=0 p99b=() p99s=() fb=() fs=()
-    # answer bytes of one pose (positions, float32) for the fixed servers
-    local nv
-    nv=$("$BIN/deform" info "$REPO/$1/1/model.safetensors" 2>/dev/null | sed -n 's/^mesh: \([0-9]*\) vertices.*/\1/p' | head -1)
     for r in $(seq "$REPS"); do
         start_deformd heavy_on
         on=$(lg "$HP" bin "$CH" "$3" "$4" "$DPID")
@@ -104,19 +102,17 @@ heavy() { # $1 model, $2 label, $3 characters, $4 weights|inputs, $5 its max_que
         # counts its batch's time, so this is the batch time a request sees)
         c=$(awk '/compute_us_total/ {c=$2} /status="success"/ {n=$2} END { if (n > 0) printf "%.0f", c / n; else print 0 }' <<<"$met")
         [ "$c" -gt "$cb" ] && cb=$c
-        # transport floor: zero-compute servers, same answer size, same connections
-        if [ -n "$nv" ]; then
-            "$B/bench/fixed_mhd" 0 $((nv * 12 + 200)) >"$B/bench/fixed_mhd.port" & FM=$!; pids+=("$FM")
-            "$B/bench/fixed_uv" 0 $((nv * 12 + 80)) >"$B/bench/fixed_uv.port" & FU=$!; pids+=("$FU")
-            sleep 0.3
-            fm=$(lg "$(sed 's/port=//' "$B/bench/fixed_mhd.port")" fixed-http "$CH" x 4 "$FM")
-            fu=$(lg "$(sed 's/port=//' "$B/bench/fixed_uv.port")" fixed-sock "$CH" x 4 "$FU")
-            stop "$FM"; stop "$FU"
-            echo "round $r fixed MHD   : $fm"
-            echo "round $r fixed libuv : $fu"
-            fb+=("$(sed -n 's/.*p99=\([0-9]*\).*/\1/p' <<<"$fm")")
-            fs+=("$(sed -n 's/.*p99=\([0-9]*\).*/\1/p' <<<"$fu")")
-        fi
+        # transport floor: zero-compute servers, same answer bytes, same connections
+        "$B/bench/fixed_mhd" 0 "$(bytes "$on")" >"$B/bench/fixed_mhd.port" & FM=$!; pids+=("$FM")
+        "$B/bench/fixed_uv" 0 "$(bytes "$on_s")" >"$B/bench/fixed_uv.port" & FU=$!; pids+=("$FU")
+        sleep 0.3
+        fm=$(lg "$(sed 's/port=//' "$B/bench/fixed_mhd.port")" fixed-http "$CH" x 4 "$FM")
+        fu=$(lg "$(sed 's/port=//' "$B/bench/fixed_uv.port")" fixed-sock "$CH" x 4 "$FU")
+        stop "$FM"; stop "$FU"
+        echo "round $r fixed MHD   : $fm"
+        echo "round $r fixed libuv : $fu"
+        fb+=("$(sed -n 's/.*p99=\([0-9]*\).*/\1/p' <<<"$fm")")
+        fs+=("$(sed -n 's/.*p99=\([0-9]*\).*/\1/p' <<<"$fu")")
         rb+=("$(ratio "$(rps "$on")" "$(rps "$off")")")
         rs+=("$(ratio "$(rps "$on_s")" "$(rps "$off_s")")")
         p99b+=("$(sed -n 's/.*p99=\([0-9]*\).*/\1/p' <<<"$on")")
@@ -150,33 +146,39 @@ for m in $MODELS; do
 done
 
 echo "## small model: tiny (120 vertices), $CS connections"
-rj=() rb=() rs=() cj=() cb=() cs=()
+rj=() rjb=() rb=() rs=() cj=() cb=() cs=()
 for r in $(seq "$REPS"); do
     start_deformd small
     j=$(lg "$HP" json "$CS" tiny_a,tiny_b 4 "$DPID")
     b=$(lg "$HP" bin "$CS" tiny_a,tiny_b 4 "$DPID")
     s=$(lg "$SP" sock "$CS" tiny_a,tiny_b 4 "$DPID")
     stop "$DPID"
-    # reply sizes of the real answers, for the fixed servers
-    "$B/bench/fixed_mhd" 0 1900 >"$B/bench/fixed_mhd.port" & FM=$!; pids+=("$FM")
-    "$B/bench/fixed_uv" 0 1600 >"$B/bench/fixed_uv.port" & FU=$!; pids+=("$FU")
+    # the fixed servers send the real answers' bytes: one MHD server per
+    # HTTP encoding (a JSON answer is ~3x the binary one), one libuv server
+    "$B/bench/fixed_mhd" 0 "$(bytes "$j")" >"$B/bench/fixed_mhd_j.port" & FJ=$!; pids+=("$FJ")
+    "$B/bench/fixed_mhd" 0 "$(bytes "$b")" >"$B/bench/fixed_mhd.port" & FM=$!; pids+=("$FM")
+    "$B/bench/fixed_uv" 0 "$(bytes "$s")" >"$B/bench/fixed_uv.port" & FU=$!; pids+=("$FU")
     sleep 0.3
+    fj=$(lg "$(sed 's/port=//' "$B/bench/fixed_mhd_j.port")" fixed-http "$CS" tiny_a 4 "$FJ")
     fm=$(lg "$(sed 's/port=//' "$B/bench/fixed_mhd.port")" fixed-http "$CS" tiny_a 4 "$FM")
     fu=$(lg "$(sed 's/port=//' "$B/bench/fixed_uv.port")" fixed-sock "$CS" tiny_a 4 "$FU")
-    stop "$FM"; stop "$FU"
+    stop "$FJ"; stop "$FM"; stop "$FU"
     echo "round $r deformd     : $j"
     echo "round $r deformd     : $b"
     echo "round $r deformd     : $s"
-    echo "round $r fixed MHD   : $fm"
+    echo "round $r fixed MHD   : $fj (JSON answer bytes)"
+    echo "round $r fixed MHD   : $fm (binary answer bytes)"
     echo "round $r fixed libuv : $fu"
-    rj+=("$(ratio "$(rps "$j")" "$(rps "$fm")")")
+    rj+=("$(ratio "$(rps "$j")" "$(rps "$fj")")")
+    rjb+=("$(ratio "$(rps "$j")" "$(rps "$fm")")")
     rb+=("$(ratio "$(rps "$b")" "$(rps "$fm")")")
     rs+=("$(ratio "$(rps "$s")" "$(rps "$fu")")")
     cj+=("$(sed -n 's/.*cpu_us_per_req=\([0-9.]*\).*/\1/p' <<<"$j")")
     cb+=("$(sed -n 's/.*cpu_us_per_req=\([0-9.]*\).*/\1/p' <<<"$b")")
     cs+=("$(sed -n 's/.*cpu_us_per_req=\([0-9.]*\).*/\1/p' <<<"$s")")
 done
-echo "RATIO HTTP JSON / fixed MHD:   median $(median "${rj[@]}") (rounds: ${rj[*]})"
+echo "RATIO HTTP JSON / fixed MHD:   median $(median "${rj[@]}") (rounds: ${rj[*]}; fixed server sending the JSON answer's bytes)"
+echo "RATIO HTTP JSON / fixed MHD sending the binary answer's bytes (sessions 1-3's comparison): median $(median "${rjb[@]}") (rounds: ${rjb[*]})"
 echo "RATIO HTTP binary / fixed MHD: median $(median "${rb[@]}") (rounds: ${rb[*]})"
 echo "RATIO socket / fixed libuv:    median $(median "${rs[@]}") (rounds: ${rs[*]})"
 echo "CPU us per request (median): HTTP JSON $(median "${cj[@]}"), HTTP binary $(median "${cb[@]}"), socket $(median "${cs[@]}")"
