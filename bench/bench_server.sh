@@ -98,8 +98,11 @@ heavy() { # $1 model, $2 label, $3 characters, $4 weights|inputs, $5 its max_que
         awk -v r="$r" '/batches_total/ && !/mixed/ {b=$2} /batches_mixed/ {m=$2} /batch_size_sum/ {s=$2}
              END { if (b > 0) printf "round %s    %d batches, %d mixing characters, mean %.1f poses\n", r, b, m, s / b }' <<<"$met"
         # issue 4 target: p99 <= max_queue_delay + 2 x one batch's compute
-        # time (compute per batch = compute_us_total / requests: each request
-        # counts its batch's time, so this is the batch time a request sees)
+        # time. Strict reading: compute per batch = compute_us_total /
+        # requests under this load (each request counts its batch's time, so
+        # this is the mean batch time a request sees, both workers busy);
+        # full-batch reading: one batch of max_batch_size poses evaluated
+        # alone (evalbench above). Both are printed.
         c=$(awk '/compute_us_total/ {c=$2} /status="success"/ {n=$2} END { if (n > 0) printf "%.0f", c / n; else print 0 }' <<<"$met")
         [ "$c" -gt "$cb" ] && cb=$c
         # transport floor: zero-compute servers, same answer bytes, same connections
@@ -125,16 +128,20 @@ heavy() { # $1 model, $2 label, $3 characters, $4 weights|inputs, $5 its max_que
         local k=${pair%%:*} rest=${pair#*:}
         m=$(median ${rest%%:*})
         echo "P99 CHECK ($1, $k): median p99 $m us (rounds: ${rest%%:*}) vs max_queue_delay $5 + 2 x batch compute $cb = $bound us: $(awk -v a="$m" -v b="$bound" 'BEGIN { print (a <= b) ? "met" : "not met" }')"
+        [ -n "${FULLB[$1]:-}" ] && echo "P99 CHECK ($1, $k, full-batch reading): median p99 $m us vs max_queue_delay $5 + 2 x one full batch (64 poses) evaluated alone ${FULLB[$1]} = $(( $5 + 2 * ${FULLB[$1]} )) us: $(awk -v a="$m" -v b="$(( $5 + 2 * ${FULLB[$1]} ))" 'BEGIN { print (a <= b) ? "met" : "not met" }')"
         [ -n "${rest#*:}" ] && echo "P99 FLOOR ($1, $k): the fixed-reply server's p99 with the same answer bytes and connections: median $(median ${rest#*:}) us (rounds: ${rest#*:})"
     done
 }
 
 echo "## evaluation alone (one thread, no transport): what batching can give"
+declare -A FULLB   # one full batch (64 poses = max_batch_size) evaluated alone, µs
 for m in $MODELS; do
     case $m in
-    rig) "$LG" evalbench "$REPO/$m/1/model.safetensors" --inputs "$RIGDATA" --names controls,joint_matrices ;;
-    *) "$LG" evalbench "$REPO/$m/1/model.safetensors" ;;
+    rig) ev=$("$LG" evalbench "$REPO/$m/1/model.safetensors" --inputs "$RIGDATA" --names controls,joint_matrices) ;;
+    *) ev=$("$LG" evalbench "$REPO/$m/1/model.safetensors") ;;
     esac
+    echo "$ev"
+    FULLB[$m]=$(awk '/^EVAL B=64/ { printf "%.0f", $4 * 64 }' <<<"$ev")
 done
 for m in $MODELS; do
     case $m in
