@@ -33,7 +33,7 @@ REPO=$B/bench/server_repo
 LG=$B/bench/bench_server
 mkdir -p "$B/bench"
 [ -f "$REPO/head/1/model.safetensors" ] || "$LG" mkrepo "$REPO" || exit 1
-# "rig": rigapprox at the default widths (3 x 256, 10 % PCs, 2 % anchors) on
+# "rig": rigapprox at the default widths (3 x 256, 5 % PCs, 2 % anchors) on
 # Testwuson; 1 epoch: the timing does not depend on how well it is trained.
 # Rebuilt when bin/deform changes (training defaults may have).
 RIGDATA=$B/bench/rig_data.st
