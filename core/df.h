@@ -366,6 +366,8 @@ typedef struct df_rigged_data {
     float *normals;            /* [N,3] or NULL */
     int64_t n_morphs;
     float *morph_deltas;       /* [M,N,3] or NULL */
+    float *morph_normal_deltas;/* [M,N,3] or NULL: change of the vertex normal
+                                * per unit weight (glTF NORMAL targets) */
     char **morph_names;        /* [M] or NULL */
     int64_t n_joints;          /* 0: no skeleton */
     char **joint_names;        /* [J] */

@@ -70,6 +70,7 @@ static void rig_destroy(void *impl)
     free(r->rest);
     free(r->rest_nrm);
     free(r->deltas);
+    free(r->ndeltas);
     free(r->parents);
     free(r->rest_t);
     free(r->rest_q);
@@ -390,6 +391,14 @@ static int rig_load(df_model_t *m, const df_st_t *st, const char *params_json,
                       err)))
         return rc;
     r->M = tmd ? tmd->shape[0] : 0;
+    const df_tensor_t *tmn = NULL;
+    if ((rc = require(st, "morph_normal_deltas", DF_DT_F32, 3, smd, 1, &tmn,
+                      nctx, err)))
+        return rc;
+    if (tmn && tmn->shape[0] != r->M)
+        return E(DF_EFORMAT, "tensor 'morph_normal_deltas': %lld morphs, "
+                             "'morph_deltas' has %lld",
+                 (long long)tmn->shape[0], (long long)r->M);
     if (r->M > lim->max_morphs)
         return E(DF_ELIMIT, "tensor 'morph_deltas': %lld morphs exceeds the "
                             "limit %lld", (long long)r->M,
@@ -417,6 +426,20 @@ static int rig_load(df_model_t *m, const df_st_t *st, const char *params_json,
         df__rig_pack(r->deltas, N * 3, r->M + 1, pk);
         free(r->deltas);
         r->deltas = pk;
+#endif
+    }
+    if (tmn) { /* normal deltas plus the rest normals as column M */
+        if (!(r->ndeltas = dupf(tmn, (size_t)N * 3)))
+            return E(DF_ENOMEM, "out of memory");
+        memcpy(r->ndeltas + (size_t)r->M * N * 3, r->rest_nrm,
+               (size_t)N * 3 * sizeof(float));
+#ifdef DF_RIG_PACKED
+        size_t nf = df__rig_packed_floats(N * 3, r->M + 1);
+        float *pk = aligned_alloc(64, (nf * sizeof(float) + 63) & ~(size_t)63);
+        if (!pk) return E(DF_ENOMEM, "out of memory");
+        df__rig_pack(r->ndeltas, N * 3, r->M + 1, pk);
+        free(r->ndeltas);
+        r->ndeltas = pk;
 #endif
     }
 

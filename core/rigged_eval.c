@@ -40,6 +40,7 @@ size_t df__rig_scratch_bytes(const df_model_t *m, int n)
     size_t J = (size_t)r->J, B = (size_t)n;
     size_t fl = 0;
     if (r->M > 0) fl += B * pos_stride(r) + al16((size_t)(r->M + 1) * B);
+    if (r->ndeltas) fl += B * pos_stride(r); /* morphed normals */
 #ifdef DF_RIG_PACKED
     if (r->M > 0) fl += al16((size_t)(r->M + 1) * B); /* weights regrouped per tile */
 #endif
@@ -293,6 +294,38 @@ static int dqs_prepare(const df__rig_t *r, const float *skin, float *dq,
     return any;
 }
 
+/* C[:, 0..nm) = A (3N x M1, the load-time layout) x W (M1 x nm). Wt:
+ * scratch for the packed kernel's regrouped weights. */
+static void morph_gemm(const float *A, size_t N3, size_t M1, const float *W, int nm,
+                       float *C, size_t ldc, float *Wt)
+{
+    if (nm <= 0) return;
+#ifdef DF_RIG_PACKED
+    packed_gemm(A, (int64_t)N3, (int64_t)M1, W, nm, C, ldc, Wt);
+#else
+    (void)Wt;
+    if (nm == 1)
+        cblas_sgemv(CblasColMajor, CblasNoTrans, (int)N3, (int)M1, 1.0f, A, (int)N3, W, 1,
+                    0.0f, C, 1);
+    else
+        cblas_sgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, (int)N3, nm, (int)M1, 1.0f, A,
+                    (int)N3, W, (int)M1, 0.0f, C, (int)ldc);
+#endif
+}
+
+/* Rows of v (n x 3) to unit length; zero rows stay zero. */
+static void normalize3(float *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        float *x = v + 3 * i;
+        double l = sqrt((double)x[0] * x[0] + (double)x[1] * x[1] + (double)x[2] * x[2]);
+        if (l > 1e-20)
+            for (int d = 0; d < 3; d++) x[d] = (float)(x[d] / l);
+        else
+            x[0] = x[1] = x[2] = 0.0f;
+    }
+}
+
 int df__rig_evaluate(const df_model_t *m, const df_batch_t *b, void *scratch,
                      df_error_t *err)
 {
@@ -305,10 +338,14 @@ int df__rig_evaluate(const df_model_t *m, const df_batch_t *b, void *scratch,
 
     /* carve scratch (64-byte aligned base, 16-float aligned regions) */
     float *s = (float *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
-    float *C = NULL, *Wm = NULL;
+    float *C = NULL, *Wm = NULL, *Cn = NULL;
     if (M > 0) {
         C = s;
         s += (size_t)B * ps;
+        if (r->ndeltas) {
+            Cn = s;
+            s += (size_t)B * ps;
+        }
         Wm = s;
         s += al16((M + 1) * (size_t)B);
     }
@@ -370,27 +407,28 @@ int df__rig_evaluate(const df_model_t *m, const df_batch_t *b, void *scratch,
             ldc = nm == 1 ? N3 : (size_t)stride;
         }
     }
-#ifdef DF_RIG_PACKED
-    if (nm > 0) packed_gemm(r->deltas, (int64_t)N3, (int64_t)M1, Wm, nm, dst, ldc, Wt);
-#else
-    if (nm == 1)
-        cblas_sgemv(CblasColMajor, CblasNoTrans, (int)N3, (int)M1, 1.0f,
-                    r->deltas, (int)N3, Wm, 1, 0.0f, dst, 1);
-    else if (nm > 1)
-        cblas_sgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, (int)N3, nm,
-                    (int)M1, 1.0f, r->deltas, (int)N3, Wm, (int)M1, 0.0f, dst,
-                    (int)ldc);
-#endif
+    morph_gemm(r->deltas, N3, M1, Wm, nm, dst, ldc, Wt);
+    /* the normals of morphed poses: the same GEMM on the normal deltas
+     * (rest normals as the last column), when normals are wanted; the
+     * skinning normalises what it is given */
+    int morph_n = 0;
+    if (Cn && nm > 0 && b->out[1])
+        for (int p = 0; p < B && !morph_n; p++) morph_n = col[p] >= 0 && b->out[1][p];
+    if (morph_n) morph_gemm(r->ndeltas, N3, M1, Wm, nm, Cn, ps, Wt);
 
     /* 2-3. per pose: FK, skin matrices, skinning */
     for (int p = 0; p < B; p++) {
         const float *src = col[p] >= 0 ? C + (size_t)col[p] * ps : r->rest;
         float *op = b->out[0] ? b->out[0][p] : NULL;
         float *on = b->out[1] ? b->out[1][p] : NULL;
+        const float *nin = morph_n && col[p] >= 0 ? Cn + (size_t)col[p] * ps : r->rest_nrm;
         if (J == 0) {
             if (op && !(direct && col[p] >= 0))
                 memcpy(op, src, N3 * sizeof(float));
-            if (on) memcpy(on, r->rest_nrm, N3 * sizeof(float));
+            if (on) {
+                memcpy(on, nin, N3 * sizeof(float));
+                if (nin != r->rest_nrm) normalize3(on, (size_t)r->N);
+            }
             continue;
         }
         if (!op && !on) continue;
@@ -400,7 +438,7 @@ int df__rig_evaluate(const df_model_t *m, const df_batch_t *b, void *scratch,
                               pose_in(b, r->in_mat, p), world, skin);
         uint32_t fl = b->flags ? b->flags[p] : 0;
         int use_dqs = (fl & DF_POSE_DQS) ? 1 : (fl & DF_POSE_LBS) ? 0 : r->dqs;
-        const float *nin = on ? r->rest_nrm : NULL;
+        if (!on) nin = NULL;
         if (!use_dqs) {
             for (size_t j = 0; j < J; j++)
                 df__skin_pack(skin + 12 * j, packed + 16 * j);

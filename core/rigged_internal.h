@@ -32,6 +32,10 @@ typedef struct df__rig {
                        * GEMM with beta = 0 gives rest + sum w_m d_m.
                        * DF_RIG_PACKED builds: packed in panels of
                        * DF_RIG_PANEL rows instead (df__rig_pack) */
+    float *ndeltas;   /* the same layout for the normals: morph_normal_deltas
+                       * then the rest normals; NULL when the file has no
+                       * morph_normal_deltas (morphs then keep the rest
+                       * normals) */
     int32_t *parents; /* [J] */
     float *rest_t;    /* [J,3] */
     float *rest_q;    /* [J,4] unit */

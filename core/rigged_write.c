@@ -136,6 +136,10 @@ int df_rigged_write(const df_rigged_data_t *d, const char *path,
     if (M > 0 && (rc = add(w, "morph_deltas", DF_DT_F32, 3, M, N, 3,
                            d->morph_deltas, err)))
         goto done;
+    if (M > 0 && d->morph_normal_deltas &&
+        (rc = add(w, "morph_normal_deltas", DF_DT_F32, 3, M, N, 3,
+                  d->morph_normal_deltas, err)))
+        goto done;
     if (J > 0) {
         if ((rc = add(w, "joint_parents", DF_DT_I32, 1, J, 0, 0, d->parents,
                       err)) ||

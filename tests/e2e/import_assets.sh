@@ -105,7 +105,7 @@ def worlds(j, overrides):
     for i in range(len(j["nodes"])): w(i)
     return W
 
-ANIM = int(sys.argv[6]) if len(sys.argv) > 6 else 0
+ANIM = int(sys.argv[6]) if __name__ == "__main__" and len(sys.argv) > 6 else 0
 
 def evaluate(path, times):
     """positions of every mesh node (node order, primitives in order) at each time (seconds
@@ -157,31 +157,32 @@ def evaluate(path, times):
         out.append(np.concatenate(frame))
     return np.array(out), np.concatenate(bases)
 
-gltf, ours_rest, ours, times_s, rest_mode = sys.argv[1:6]
-times = [float(v) for v in times_s.split(",")]
-ref, base = evaluate(gltf, times)
-got = np.load(ours)
-rest = np.load(ours_rest).reshape(-1, 3)
-match_to = base if rest_mode == "base" else None
-if rest_mode == "posed0":  # match on the first evaluated frame (our rest space is not glTF's)
-    rest = got[0]
-    match_to = ref[0]
-if rest_mode == "world":   # unskinned: our rest mesh is the base mesh in world space
-    jj, acc = load(gltf)
-    ni = next(i for i, n in enumerate(jj["nodes"]) if "mesh" in n)
-    Wn = worlds(jj, {})[ni]
-    match_to = base @ Wn[:3, :3].T + Wn[:3, 3]
-diag = np.linalg.norm(ref.reshape(-1, 3).max(0) - ref.reshape(-1, 3).min(0))
-d = np.linalg.norm(rest[:, None, :] - match_to[None, :, :], axis=2)
-if d.min(1).max() > 1e-6 * diag:
-    print("rest mesh does not match the glTF base mesh: %.3g" % d.min(1).max()); sys.exit(1)
-# coincident vertices (cube corners) are interchangeable: take the best among them
-cand = [np.nonzero(d[i] <= 1e-6 * diag)[0] for i in range(len(rest))]
-err = max(min(np.linalg.norm(got[f, i] - ref[f, c], axis=-1).min() for c in [cand[i]])
-          for f in range(len(times)) for i in range(len(rest)))
-moved = np.abs(ref - ref[:1]).max() / diag
-print("frames %d vertices %d max_rel %.3g (motion %.3g x diag)" % (len(times), len(rest), err / diag, moved))
-sys.exit(0 if err <= 1e-5 * diag and moved > 0.05 else 1)
+if __name__ == "__main__":  # (mc_normals.py imports load and worlds)
+  gltf, ours_rest, ours, times_s, rest_mode = sys.argv[1:6]
+  times = [float(v) for v in times_s.split(",")]
+  ref, base = evaluate(gltf, times)
+  got = np.load(ours)
+  rest = np.load(ours_rest).reshape(-1, 3)
+  match_to = base if rest_mode == "base" else None
+  if rest_mode == "posed0":  # match on the first evaluated frame (our rest space is not glTF's)
+      rest = got[0]
+      match_to = ref[0]
+  if rest_mode == "world":   # unskinned: our rest mesh is the base mesh in world space
+      jj, acc = load(gltf)
+      ni = next(i for i, n in enumerate(jj["nodes"]) if "mesh" in n)
+      Wn = worlds(jj, {})[ni]
+      match_to = base @ Wn[:3, :3].T + Wn[:3, 3]
+  diag = np.linalg.norm(ref.reshape(-1, 3).max(0) - ref.reshape(-1, 3).min(0))
+  d = np.linalg.norm(rest[:, None, :] - match_to[None, :, :], axis=2)
+  if d.min(1).max() > 1e-6 * diag:
+      print("rest mesh does not match the glTF base mesh: %.3g" % d.min(1).max()); sys.exit(1)
+  # coincident vertices (cube corners) are interchangeable: take the best among them
+  cand = [np.nonzero(d[i] <= 1e-6 * diag)[0] for i in range(len(rest))]
+  err = max(min(np.linalg.norm(got[f, i] - ref[f, c], axis=-1).min() for c in [cand[i]])
+            for f in range(len(times)) for i in range(len(rest)))
+  moved = np.abs(ref - ref[:1]).max() / diag
+  print("frames %d vertices %d max_rel %.3g (motion %.3g x diag)" % (len(times), len(rest), err / diag, moved))
+  sys.exit(0 if err <= 1e-5 * diag and moved > 0.05 else 1)
 EOF
 
 # --- morph targets: AnimatedMorphCube against its glTF definition
@@ -193,6 +194,48 @@ if run_ok import_morphcube "$D" import "$MC" --repository "$R" --name morphcube 
     grep -q "morphs 2" "$W/out" && ok import_morphcube || fail "import_morphcube (morphs)"
     $PY "$W/gltf_ref.py" "$MC" "$W/mc_rest.npy" "$W/mc.npy" "$T" world && ok morph_weights_vs_gltf || fail morph_weights_vs_gltf
 else fail morph_weights_vs_gltf; fi
+
+# --- morph targets move normals: AnimatedMorphCube's NORMAL targets, normalize(base + sum w d)
+#     through the node's inverse transpose, against `deform eval --normals` at the same times
+cat >"$W/mc_normals.py" <<'EOF'
+import sys
+import numpy as np
+sys.path.insert(0, sys.argv[1])
+from gltf_ref import load, worlds
+gltf, rest_p, got_n, times_s = sys.argv[2:6]
+times = [float(v) for v in times_s.split(",")]
+j, acc = load(gltf)
+an = j["animations"][0]
+ni = next(i for i, n in enumerate(j["nodes"]) if "mesh" in n)
+prim = j["meshes"][j["nodes"][ni]["mesh"]]["primitives"][0]
+Wn = worlds(j, {})[ni]
+NT = np.linalg.inv(Wn[:3, :3]).T
+bp = acc(prim["attributes"]["POSITION"]) @ Wn[:3, :3].T + Wn[:3, 3]
+bn = acc(prim["attributes"]["NORMAL"])
+dn = [acc(t["NORMAL"]) for t in prim["targets"]]
+ch = next(c for c in an["channels"] if c["target"]["path"] == "weights")
+kt = acc(an["samplers"][ch["sampler"]]["input"])[:, 0]
+kv = acc(an["samplers"][ch["sampler"]]["output"]).reshape(len(kt), -1)
+unit = lambda v: v / np.linalg.norm(v, axis=1, keepdims=True)
+ref = []
+for t in times:
+    w = [np.interp(t + kt[0], kt, kv[:, m]) for m in range(kv.shape[1])]
+    ref.append(unit((bn + sum(wm * d for wm, d in zip(w, dn))) @ NT.T))
+ref = np.array(ref)
+rp, got = np.load(rest_p).reshape(-1, 3), np.load(got_n)
+# our vertex i = the glTF vertex with the same position and the nearest normal at the first
+# time (a cube corner has three vertices 90 degrees apart: unambiguous)
+idx = [int(np.argmin(np.linalg.norm(bp - rp[i], axis=1) + np.linalg.norm(ref[0] - got[0, i], axis=1)))
+       for i in range(len(rp))]
+err = np.abs(got - ref[:, idx]).max()
+turned = np.degrees(np.arccos(np.clip((ref * ref[:1]).sum(-1), -1, 1))).max()
+print("normals: frames %d vertices %d max error %.3g, largest turn %.1f deg" % (len(times), len(rp), err, turned))
+sys.exit(0 if err < 1e-5 and turned > 5 else 1)
+EOF
+if "$D" eval "$R/morphcube" --clip Square --times "$T" --out "$W/mc.npy" --normals "$W/mc_n.npy" >/dev/null; then
+    $PY "$W/mc_normals.py" "$W" "$MC" "$W/mc_rest.npy" "$W/mc_n.npy" "$T" \
+        && ok morph_normals_vs_gltf || fail morph_normals_vs_gltf
+else fail morph_normals_vs_gltf; fi
 
 # --- skinning: simple_skin against its glTF definition (key times and between keys)
 SS=$M/glTF2/simple_skin/simple_skin.gltf

@@ -584,6 +584,18 @@ static int write_morphs(imp_t *s)
     out->morph_deltas = calloc((size_t)s->M * s->N * 3, sizeof(float));
     out->morph_names = calloc((size_t)s->M, sizeof(char *));
     if (!out->morph_deltas || !out->morph_names) return oom(s);
+    /* normal targets (glTF NORMAL): kept when the base mesh has normals and
+     * at least one target has them; the delta is taken through the same
+     * inverse transpose and scale as the base normal, so base + sum w d is
+     * the morphed normal up to length (the evaluation normalises) */
+    int any_n = 0;
+    for (int i = 0; i < c->n_insts && out->normals; i++) {
+        const struct aiMesh *am = s->sc->mMeshes[c->insts[i].mesh];
+        for (unsigned k = 0; k < am->mNumAnimMeshes; k++)
+            any_n |= am->mAnimMeshes[k]->mNormals != NULL && am->mNormals != NULL;
+    }
+    if (any_n && !(out->morph_normal_deltas = calloc((size_t)s->M * s->N * 3, sizeof(float))))
+        return oom(s);
     for (int i = 0; i < c->n_insts; i++) {
         const struct aiMesh *am = s->sc->mMeshes[c->insts[i].mesh];
         const double *Xi = s->X + 16 * i;
@@ -606,6 +618,22 @@ static int write_morphs(imp_t *s)
                 m4_vec(Xi, d, o);
                 float *dst = out->morph_deltas + ((size_t)gm * s->N + s->vbase[i] + v) * 3;
                 for (int q = 0; q < 3; q++) dst[q] = (float)o[q];
+            }
+            if (!out->morph_normal_deltas || !an->mNormals || !am->mNormals) continue;
+            double Ninv[16], NT[16];
+            m4_inv_affine(Xi, Ninv);
+            for (int r = 0; r < 4; r++)
+                for (int q = 0; q < 4; q++) NT[r * 4 + q] = Ninv[q * 4 + r];
+            for (unsigned v = 0; v < am->mNumVertices; v++) {
+                double nb[3] = {am->mNormals[v].x, am->mNormals[v].y, am->mNormals[v].z}, ob[3];
+                double d[3] = {an->mNormals[v].x - nb[0], an->mNormals[v].y - nb[1],
+                               an->mNormals[v].z - nb[2]}, o[3];
+                m4_vec(NT, nb, ob);
+                m4_vec(NT, d, o);
+                double l = sqrt(ob[0] * ob[0] + ob[1] * ob[1] + ob[2] * ob[2]);
+                if (!(l > 1e-20) || !isfinite(l) || !isfinite(o[0] + o[1] + o[2])) continue;
+                float *dst = out->morph_normal_deltas + ((size_t)gm * s->N + s->vbase[i] + v) * 3;
+                for (int q = 0; q < 3; q++) dst[q] = (float)(o[q] / l);
             }
         }
     }
@@ -976,7 +1004,7 @@ int df__import_scene(const char *path, const df__import_opts_t *opts, df_rigged_
 void df__import_free(df_rigged_data_t *d)
 {
     if (!d) return;
-    free(d->positions); free(d->triangles); free(d->normals); free(d->morph_deltas);
+    free(d->positions); free(d->triangles); free(d->normals); free(d->morph_deltas); free(d->morph_normal_deltas);
     if (d->morph_names)
         for (int64_t i = 0; i < d->n_morphs; i++) free(d->morph_names[i]);
     free(d->morph_names);
