@@ -352,6 +352,8 @@ int df__rig_evaluate(const df_model_t *m, const df_batch_t *b, void *scratch,
 #ifdef DF_RIG_PACKED
     float *Wt = s;
     if (M > 0) s += al16((M + 1) * (size_t)B);
+#else
+    float *Wt = NULL; /* cblas needs no regrouped weights */
 #endif
     float *sink = s;
     s += ps;
