@@ -63,6 +63,26 @@ static int require(const df_st_t *st, const char *name, df_dtype_t dt,
     return rc;
 }
 
+/* The morph GEMM's matrix: the [M,N,3] tensor t as a column-major
+ * 3N x (M+1) matrix with last (3N floats) as column M, so one GEMM with a
+ * weight column ending in 1 gives last + sum w_m t_m. Packed once into the
+ * kernel's panel layout in DF_RIG_PACKED builds. NULL when out of memory. */
+static float *morph_matrix(const df_tensor_t *t, const float *last, int64_t N)
+{
+    int64_t M = t->shape[0];
+    float *a = dupf(t, (size_t)N * 3);
+    if (!a) return NULL;
+    memcpy(a + (size_t)M * N * 3, last, (size_t)N * 3 * sizeof(float));
+#ifdef DF_RIG_PACKED
+    size_t nf = df__rig_packed_floats(N * 3, M + 1);
+    float *pk = aligned_alloc(64, (nf * sizeof(float) + 63) & ~(size_t)63);
+    if (pk) df__rig_pack(a, N * 3, M + 1, pk);
+    free(a);
+    a = pk;
+#endif
+    return a;
+}
+
 static void rig_destroy(void *impl)
 {
     df__rig_t *r = impl;
@@ -413,35 +433,11 @@ static int rig_load(df_model_t *m, const df_st_t *st, const char *params_json,
     else
         compute_normals(r->rest, N, (const uint32_t *)tri, T, r->rest_nrm);
     normalize_rows(r->rest_nrm, N);
-    if (tmd) { /* deltas plus the rest positions as column M (weight 1) */
-        if (!(r->deltas = dupf(tmd, (size_t)N * 3)))
-            return E(DF_ENOMEM, "out of memory");
-        memcpy(r->deltas + (size_t)r->M * N * 3, tp->data,
-               (size_t)N * 3 * sizeof(float));
-#ifdef DF_RIG_PACKED
-        /* repack once into the morph kernel's panel layout */
-        size_t nf = df__rig_packed_floats(N * 3, r->M + 1);
-        float *pk = aligned_alloc(64, (nf * sizeof(float) + 63) & ~(size_t)63);
-        if (!pk) return E(DF_ENOMEM, "out of memory");
-        df__rig_pack(r->deltas, N * 3, r->M + 1, pk);
-        free(r->deltas);
-        r->deltas = pk;
-#endif
-    }
-    if (tmn) { /* normal deltas plus the rest normals as column M */
-        if (!(r->ndeltas = dupf(tmn, (size_t)N * 3)))
-            return E(DF_ENOMEM, "out of memory");
-        memcpy(r->ndeltas + (size_t)r->M * N * 3, r->rest_nrm,
-               (size_t)N * 3 * sizeof(float));
-#ifdef DF_RIG_PACKED
-        size_t nf = df__rig_packed_floats(N * 3, r->M + 1);
-        float *pk = aligned_alloc(64, (nf * sizeof(float) + 63) & ~(size_t)63);
-        if (!pk) return E(DF_ENOMEM, "out of memory");
-        df__rig_pack(r->ndeltas, N * 3, r->M + 1, pk);
-        free(r->ndeltas);
-        r->ndeltas = pk;
-#endif
-    }
+    /* deltas plus the rest positions as column M (weight 1); the normal
+     * deltas likewise with the rest normals */
+    if ((tmd && !(r->deltas = morph_matrix(tmd, tp->data, N))) ||
+        (tmn && !(r->ndeltas = morph_matrix(tmn, r->rest_nrm, N))))
+        return E(DF_ENOMEM, "out of memory");
 
     /* ---- skeleton */
     const df_tensor_t *tpar;
