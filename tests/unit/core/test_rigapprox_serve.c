@@ -53,6 +53,21 @@ static void layer_ref(const df_mlp_t *m, int l, const double *x, double *y, doub
     }
 }
 
+/* A network of L layers (dims[0..L]) with random biases (the weights are
+ * df_mlp_new's seeded ones) and its packed copy in *pk (free()). */
+static df_mlp_t *random_packed_net(int L, const int *dims, uint64_t seed, df_rng_t *r, float **pk)
+{
+    df_mlp_t *m = NULL;
+    *pk = NULL;
+    DF_CHECK(df_mlp_new(L, dims, seed, &m, NULL) == 0);
+    if (!m) return NULL;
+    for (int l = 0; l < L; l++)
+        for (int o = 0; o < dims[l + 1]; o++) m->b[l][o] = (float)df_rng_normal(r) * 0.3f;
+    *pk = malloc(sizeof(float) * df_mlp_packed_floats(m));
+    df_mlp_pack(m, *pk);
+    return m;
+}
+
 static void test_packed_layers_match_double(void)
 {
     /* {in, out}: full panels, a partial last panel (70 = 64 + 6, 13 = 8 + 5),
@@ -64,13 +79,9 @@ static void test_packed_layers_match_double(void)
     double worst = 0;
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         int dims[3] = {shapes[s][0], shapes[s][1], shapes[s][1] > 8 ? 3 : 2};
-        df_mlp_t *m = NULL;
-        DF_CHECK(df_mlp_new(2, dims, 100 + s, &m, NULL) == 0);
+        float *pk;
+        df_mlp_t *m = random_packed_net(2, dims, 100 + s, &r, &pk);
         if (!m) return;
-        for (int l = 0; l < 2; l++)
-            for (int o = 0; o < dims[l + 1]; o++) m->b[l][o] = (float)df_rng_normal(&r) * 0.3f;
-        float *pk = malloc(sizeof(float) * df_mlp_packed_floats(m));
-        df_mlp_pack(m, pk);
         /* the input is gathered from a wider feature row through idx */
         int nx = dims[0] * 2 + 3;
         float *x = malloc(sizeof(float) * nx), *g = malloc(sizeof(float) * dims[0]);
@@ -124,13 +135,9 @@ static void test_packed_batch_matches_double_and_gemm(void)
     double worst = 0, worst_gemm = 0;
     for (int s = 0; s < 2; s++) {
         const int *dims = shapes[s];
-        df_mlp_t *m = NULL;
-        DF_CHECK(df_mlp_new(4, dims, 200 + s, &m, NULL) == 0);
+        float *pk;
+        df_mlp_t *m = random_packed_net(4, dims, 200 + s, &r, &pk);
         if (!m) return;
-        for (int l = 0; l < 4; l++)
-            for (int o = 0; o < dims[l + 1]; o++) m->b[l][o] = (float)df_rng_normal(&r) * 0.3f;
-        float *pk = malloc(sizeof(float) * df_mlp_packed_floats(m));
-        df_mlp_pack(m, pk);
         for (int B = 1; B <= 9; B++) {
             float *x = malloc(sizeof(float) * B * dims[0]);
             for (int i = 0; i < B * dims[0]; i++) x[i] = (float)df_rng_normal(&r);
