@@ -28,6 +28,10 @@ REPS=${REPS:-3}
 CH=${CONNS_HEAVY:-64}
 CS=${CONNS_SMALL:-16}
 MODELS=${MODELS-face bigface head rig}
+# deformd's HTTP threads for the small model (2, its default since session 5;
+# the fixed MHD JSON server also runs with as many, beside the 1-thread
+# baseline of sessions 1-4)
+HT=${HTTP_THREADS:-2}
 OUT=$B/bench/server_results.txt
 REPO=$B/bench/server_repo
 LG=$B/bench/bench_server
@@ -153,9 +157,9 @@ for m in $MODELS; do
 done
 
 echo "## small model: tiny (120 vertices), $CS connections"
-rj=() rjb=() rb=() rs=() cj=() cb=() cs=()
+rj=() rjt=() rjb=() rb=() rs=() cj=() cb=() cs=()
 for r in $(seq "$REPS"); do
-    start_deformd small
+    start_deformd small --http-threads "$HT"
     j=$(lg "$HP" json "$CS" tiny_a,tiny_b 4 "$DPID")
     b=$(lg "$HP" bin "$CS" tiny_a,tiny_b 4 "$DPID")
     s=$(lg "$SP" sock "$CS" tiny_a,tiny_b 4 "$DPID")
@@ -163,20 +167,24 @@ for r in $(seq "$REPS"); do
     # the fixed servers send the real answers' bytes: one MHD server per
     # HTTP encoding (a JSON answer is ~3x the binary one), one libuv server
     "$B/bench/fixed_mhd" 0 "$(bytes "$j")" >"$B/bench/fixed_mhd_j.port" & FJ=$!; pids+=("$FJ")
+    "$B/bench/fixed_mhd" 0 "$(bytes "$j")" "$HT" >"$B/bench/fixed_mhd_jt.port" & FJT=$!; pids+=("$FJT")
     "$B/bench/fixed_mhd" 0 "$(bytes "$b")" >"$B/bench/fixed_mhd.port" & FM=$!; pids+=("$FM")
     "$B/bench/fixed_uv" 0 "$(bytes "$s")" >"$B/bench/fixed_uv.port" & FU=$!; pids+=("$FU")
     sleep 0.3
     fj=$(lg "$(sed 's/port=//' "$B/bench/fixed_mhd_j.port")" fixed-http "$CS" tiny_a 4 "$FJ")
+    fjt=$(lg "$(sed 's/port=//' "$B/bench/fixed_mhd_jt.port")" fixed-http "$CS" tiny_a 4 "$FJT")
     fm=$(lg "$(sed 's/port=//' "$B/bench/fixed_mhd.port")" fixed-http "$CS" tiny_a 4 "$FM")
     fu=$(lg "$(sed 's/port=//' "$B/bench/fixed_uv.port")" fixed-sock "$CS" tiny_a 4 "$FU")
-    stop "$FJ"; stop "$FM"; stop "$FU"
+    stop "$FJ"; stop "$FJT"; stop "$FM"; stop "$FU"
     echo "round $r deformd     : $j"
     echo "round $r deformd     : $b"
     echo "round $r deformd     : $s"
     echo "round $r fixed MHD   : $fj (JSON answer bytes)"
+    echo "round $r fixed MHD   : $fjt (JSON answer bytes, $HT threads like deformd)"
     echo "round $r fixed MHD   : $fm (binary answer bytes)"
     echo "round $r fixed libuv : $fu"
     rj+=("$(ratio "$(rps "$j")" "$(rps "$fj")")")
+    rjt+=("$(ratio "$(rps "$j")" "$(rps "$fjt")")")
     rjb+=("$(ratio "$(rps "$j")" "$(rps "$fm")")")
     rb+=("$(ratio "$(rps "$b")" "$(rps "$fm")")")
     rs+=("$(ratio "$(rps "$s")" "$(rps "$fu")")")
@@ -185,6 +193,7 @@ for r in $(seq "$REPS"); do
     cs+=("$(sed -n 's/.*cpu_us_per_req=\([0-9.]*\).*/\1/p' <<<"$s")")
 done
 echo "RATIO HTTP JSON / fixed MHD:   median $(median "${rj[@]}") (rounds: ${rj[*]}; fixed server sending the JSON answer's bytes)"
+echo "RATIO HTTP JSON / fixed MHD with deformd's $HT HTTP threads: median $(median "${rjt[@]}") (rounds: ${rjt[*]})"
 echo "RATIO HTTP JSON / fixed MHD sending the binary answer's bytes (sessions 1-3's comparison): median $(median "${rjb[@]}") (rounds: ${rjb[*]})"
 echo "RATIO HTTP binary / fixed MHD: median $(median "${rb[@]}") (rounds: ${rb[*]})"
 echo "RATIO socket / fixed libuv:    median $(median "${rs[@]}") (rounds: ${rs[*]})"

@@ -4,7 +4,9 @@
  * reply is queued only once the upload completed (see
  * shared/MEASUREMENTS.md: queuing earlier makes MHD close the connection).
  *
- *   fixed_mhd PORT REPLY_BYTES   (PORT 0: any; prints "port=P" on stdout)
+ *   fixed_mhd PORT REPLY_BYTES [THREADS]
+ *   (PORT 0: any; prints "port=P" on stdout; THREADS > 1: an MHD thread
+ *   pool of that size, as deformd's --http-threads)
  */
 #include <microhttpd.h>
 #include <signal.h>
@@ -39,16 +41,17 @@ static enum MHD_Result on_req(void *cls, struct MHD_Connection *c, const char *u
 int main(int argc, char **argv)
 {
     if (argc < 3) {
-        fprintf(stderr, "usage: fixed_mhd PORT REPLY_BYTES\n");
+        fprintf(stderr, "usage: fixed_mhd PORT REPLY_BYTES [THREADS]\n");
         return 2;
     }
     reply_len = (size_t)atol(argv[2]);
+    unsigned threads = argc > 3 ? (unsigned)atoi(argv[3]) : 1;
     reply = calloc(1, reply_len + 1);
     memset(reply, 'x', reply_len);
     struct MHD_Daemon *d = MHD_start_daemon(
         MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL, (uint16_t)atoi(argv[1]), NULL, NULL,
         on_req, NULL, MHD_OPTION_CONNECTION_TIMEOUT, 60u, MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
-        MHD_OPTION_END);
+        threads > 1 ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END, threads, MHD_OPTION_END);
     if (!d) {
         perror("MHD_start_daemon");
         return 1;

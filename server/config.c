@@ -70,7 +70,7 @@ void df_config_default(df_config_t *c)
     c->http_port = 8000;
     c->socket_port = 8001;
     c->workers = 2;
-    c->http_threads = 1;
+    c->http_threads = 2;
     strcpy(c->www_dir, "server/www");
     c->max_body_bytes = 64ull << 20;
     c->max_frame_bytes = 64ull << 20;

@@ -1,7 +1,10 @@
 /* http.c — the HTTP front: KServe v2 over libmicrohttpd.
  *
  * DESIGN
- * MHD runs its own epoll thread(s). Each request gets a req_t (con_cls):
+ * cfg->http_threads MHD daemons run one epoll thread each; our acceptor
+ * thread owns the listening socket and gives every new connection to the
+ * daemon with the fewest (see struct df_http). Each request gets a req_t
+ * (con_cls):
  *  1. first call: route the URL, check Content-Length against the limit
  *     (an oversize body is refused at once, with Connection: close, so we
  *     never read it); nothing else is queued on the first call (MHD 0.9.75
@@ -40,10 +43,35 @@
 
 void df__log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* One MHD daemon per HTTP thread, each with its own epoll thread and no
+ * listening socket: our acceptor thread owns the socket and hands every
+ * new connection to the daemon that holds the fewest (MHD_add_connection).
+ * MHD's own thread pool lets whichever thread wakes first accept a burst of
+ * connections, which on this 2-core box left one thread with 12 of 16
+ * keep-alive clients and the other idle (req/s 68k-108k run to run;
+ * docs/performance.md, session 5). The acceptor also enforces
+ * max_connections itself (our own counts: + at hand-off, - when MHD
+ * reports the connection closed) and never lets MHD refuse one: in MHD
+ * 0.9.75 a connection added from another thread and refused at the
+ * daemon's limit leaves the connections queued with it unanswered and
+ * MHD_stop_daemon hanging (seen here with limit 2 and 3 connections). */
+#define DF_HTTP_MAX_THREADS 64
+typedef struct {
+    df_http_t *h;
+    atomic_int conns; /* connections handed to this daemon and not yet closed */
+} http_slot_t;
+
 struct df_http {
     df_server_t *srv;
     const df_config_t *cfg;
-    struct MHD_Daemon *d;
+    struct MHD_Daemon *d[DF_HTTP_MAX_THREADS]; /* immutable after start */
+    http_slot_t slot[DF_HTTP_MAX_THREADS];
+    int nd;
+    atomic_int conns;            /* all open connections: max_connections is enforced here */
+    int lfd;                     /* listening socket, acceptor's; -1 once closed */
+    pthread_t acceptor;
+    int acceptor_started;
+    atomic_int quiescing;
     df_ks_limits_t lim;
     pthread_mutex_t pool_mu;     /* request contexts for reuse */
     struct req *pool;
@@ -749,6 +777,30 @@ static enum MHD_Result finish_infer(req_t *q)
 
 /* ------------------------------------------------------------ MHD glue */
 
+/* Appends the HTTP front's own gauges to the /metrics text (*text new,
+ * realloc'd here): open connections per HTTP thread, so an operator (and
+ * test_http_concurrency) can see that the acceptor spreads them. */
+static int http_metrics(df_http_t *h, char **text, size_t *len)
+{
+    size_t cap = *len + 160 + (size_t)h->nd * 48;
+    char *t = realloc(*text, cap);
+    if (!t) {
+        free(*text);
+        *text = NULL;
+        return -1;
+    }
+    *text = t;
+    size_t n = *len;
+    n += (size_t)snprintf(t + n, cap - n,
+                          "# HELP deformd_http_connections Open HTTP connections per HTTP thread.\n"
+                          "# TYPE deformd_http_connections gauge\n");
+    for (int k = 0; k < h->nd; k++)
+        n += (size_t)snprintf(t + n, cap - n, "deformd_http_connections{thread=\"%d\"} %d\n", k,
+                              atomic_load(&h->slot[k].conns));
+    *len = n;
+    return 0;
+}
+
 static enum MHD_Result dispatch(req_t *q)
 {
     df_http_t *h = q->h;
@@ -815,7 +867,8 @@ static enum MHD_Result dispatch(req_t *q)
     case R_METRICS: {
         char *text = NULL;
         size_t len = 0;
-        if (df_server_metrics(h->srv, &text, &len)) return send_error(q, 500, "out of memory");
+        if (df_server_metrics(h->srv, &text, &len) || http_metrics(h, &text, &len))
+            return send_error(q, 500, "out of memory");
         struct MHD_Response *r = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
         return queue(q, 200, r, "text/plain; version=0.0.4");
     }
@@ -957,6 +1010,114 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
     df__log("http: %s", buf);
 }
 
+/* Acceptor thread: blocking accept4, then the least-loaded daemon takes
+ * the socket (MHD closes it if it refuses, e.g. at its connection limit).
+ * Ends when df_http_quiesce shuts the listening socket down. */
+static void *acceptor_main(void *arg)
+{
+    df_http_t *h = arg;
+    int64_t last_full_log = 0;
+    for (;;) {
+        struct sockaddr_storage peer;
+        socklen_t plen = sizeof peer;
+        int fd = accept4(h->lfd, (struct sockaddr *)&peer, &plen, SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (atomic_load(&h->quiescing)) break;
+            if (errno == EINTR || errno == ECONNABORTED) continue;
+            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+                df__log("http: accept: %s (retrying)", strerror(errno));
+                usleep(10000);
+                continue;
+            }
+            if (!atomic_load(&h->quiescing)) df__log("http: accept: %s", strerror(errno));
+            break;
+        }
+        if (atomic_load(&h->conns) >= h->cfg->max_connections) {
+            close(fd);
+            int64_t now = df__now_ns();
+            if (now - last_full_log > 1000000000) { /* a line a second at most */
+                df__log("http: %d connections (max_connections): refusing new ones",
+                        h->cfg->max_connections);
+                last_full_log = now;
+            }
+            continue;
+        }
+        int best = 0, best_n = INT32_MAX;
+        for (int k = 0; k < h->nd; k++) {
+            int n = atomic_load(&h->slot[k].conns);
+            if (n < best_n) {
+                best_n = n;
+                best = k;
+            }
+        }
+        atomic_fetch_add(&h->slot[best].conns, 1);
+        atomic_fetch_add(&h->conns, 1);
+        /* on failure MHD has closed fd and logged why */
+        if (MHD_add_connection(h->d[best], fd, (const struct sockaddr *)&peer, plen) != MHD_YES) {
+            atomic_fetch_sub(&h->slot[best].conns, 1);
+            atomic_fetch_sub(&h->conns, 1);
+        }
+    }
+    return NULL;
+}
+
+/* MHD thread: a connection of this slot's daemon closed */
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe)
+{
+    http_slot_t *sl = cls;
+    if (toe != MHD_CONNECTION_NOTIFY_CLOSED) return;
+    atomic_fetch_sub(&sl->conns, 1);
+    atomic_fetch_sub(&sl->h->conns, 1);
+}
+
+static int listen_on(const df_config_t *cfg, int *port, df_error_t *err)
+{
+    struct sockaddr_storage ss;
+    memset(&ss, 0, sizeof ss);
+    struct sockaddr_in *a4 = (struct sockaddr_in *)&ss;
+    struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&ss;
+    socklen_t alen;
+    if (inet_pton(AF_INET, cfg->host, &a4->sin_addr) == 1) {
+        a4->sin_family = AF_INET;
+        a4->sin_port = htons((uint16_t)cfg->http_port);
+        alen = sizeof *a4;
+    } else if (inet_pton(AF_INET6, cfg->host, &a6->sin6_addr) == 1) {
+        a6->sin6_family = AF_INET6;
+        a6->sin6_port = htons((uint16_t)cfg->http_port);
+        alen = sizeof *a6;
+    } else {
+        return df_error_set(err, DF_EINVAL, "host '%s' is not an IPv4 or IPv6 address", cfg->host);
+    }
+    int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return df_error_set(err, DF_EIO, "socket: %s", strerror(errno));
+    int one = 1;
+    (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (ss.ss_family == AF_INET6) (void)setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+    if (bind(fd, (struct sockaddr *)&ss, alen) || listen(fd, 1024)) {
+        int e = errno;
+        close(fd);
+        return df_error_set(err, DF_EIO, "cannot listen on %s:%d (%s)", cfg->host, cfg->http_port,
+                            strerror(e));
+    }
+    struct sockaddr_storage bound;
+    socklen_t blen = sizeof bound;
+    *port = cfg->http_port;
+    if (getsockname(fd, (struct sockaddr *)&bound, &blen) == 0)
+        *port = ntohs(bound.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&bound)->sin6_port
+                                                  : ((struct sockaddr_in *)&bound)->sin_port);
+    return fd;
+}
+
+static void daemons_stop(df_http_t *h)
+{
+    for (int k = 0; k < h->nd; k++) {
+        MHD_stop_daemon(h->d[k]);
+        h->d[k] = NULL;
+    }
+    h->nd = 0;
+}
+
 int df_http_start(df_server_t *s, const df_config_t *cfg, df_http_t **out, int *port,
                   df_error_t *err)
 {
@@ -964,57 +1125,72 @@ int df_http_start(df_server_t *s, const df_config_t *cfg, df_http_t **out, int *
     if (!h) return df_error_set(err, DF_ENOMEM, "out of memory");
     h->srv = s;
     h->cfg = cfg;
+    h->lfd = -1;
     atomic_init(&h->repo_ops, 0);
+    atomic_init(&h->quiescing, 0);
+    atomic_init(&h->conns, 0);
     pthread_mutex_init(&h->pool_mu, NULL);
     df_ks_limits_default(&h->lim);
     h->lim.max_depth = cfg->max_json_depth;
     h->lim.max_elements = cfg->max_json_elements;
-    struct sockaddr_storage ss;
-    memset(&ss, 0, sizeof ss);
+    int nthreads = cfg->http_threads < 1 ? 1 : cfg->http_threads;
+    if (nthreads > DF_HTTP_MAX_THREADS) nthreads = DF_HTTP_MAX_THREADS;
+    int rc = listen_on(cfg, port, err);
+    if (rc < 0) {
+        pthread_mutex_destroy(&h->pool_mu);
+        free(h);
+        return rc;
+    }
+    h->lfd = rc;
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
-                     MHD_USE_ERROR_LOG;
-    struct sockaddr_in *a4 = (struct sockaddr_in *)&ss;
-    struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&ss;
-    if (inet_pton(AF_INET, cfg->host, &a4->sin_addr) == 1) {
-        a4->sin_family = AF_INET;
-        a4->sin_port = htons((uint16_t)cfg->http_port);
-    } else if (inet_pton(AF_INET6, cfg->host, &a6->sin6_addr) == 1) {
-        a6->sin6_family = AF_INET6;
-        a6->sin6_port = htons((uint16_t)cfg->http_port);
-        flags |= MHD_USE_IPv6;
-    } else {
-        free(h);
-        return df_error_set(err, DF_EINVAL, "host '%s' is not an IPv4 or IPv6 address", cfg->host);
+                     MHD_USE_ERROR_LOG | MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ITC;
+    for (int k = 0; k < nthreads; k++) {
+        h->slot[k].h = h;
+        atomic_init(&h->slot[k].conns, 0);
+        /* the acceptor keeps the total under max_connections; MHD's own
+         * limit is set above it so that MHD never refuses (see struct df_http) */
+        struct MHD_OptionItem ops[] = {
+            {MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)mhd_log, NULL},
+            {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, h},
+            {MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)on_connection, &h->slot[k]},
+            {MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)cfg->idle_timeout_s, NULL},
+            {MHD_OPTION_CONNECTION_LIMIT, (intptr_t)cfg->max_connections + 64, NULL},
+            {MHD_OPTION_END, 0, NULL},
+        };
+        h->d[k] = MHD_start_daemon(flags, 0, NULL, NULL, on_request, h, MHD_OPTION_ARRAY, ops,
+                                   MHD_OPTION_END);
+        if (!h->d[k]) {
+            int e = errno;
+            daemons_stop(h);
+            close(h->lfd);
+            pthread_mutex_destroy(&h->pool_mu);
+            free(h);
+            return df_error_set(err, DF_EIO, "cannot start the HTTP daemon (%s)", strerror(e));
+        }
+        h->nd = k + 1;
     }
-    struct MHD_OptionItem ops[] = {
-        {MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)mhd_log, NULL},
-        {MHD_OPTION_SOCK_ADDR, 0, &ss},
-        {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, h},
-        {MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)cfg->idle_timeout_s, NULL},
-        {MHD_OPTION_CONNECTION_LIMIT, (intptr_t)cfg->max_connections, NULL},
-        {MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024, NULL},
-        {cfg->http_threads > 1 ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END,
-         (intptr_t)cfg->http_threads, NULL},
-        {MHD_OPTION_END, 0, NULL},
-    };
-    h->d = MHD_start_daemon(flags, (uint16_t)cfg->http_port, NULL, NULL, on_request, h,
-                            MHD_OPTION_ARRAY, ops, MHD_OPTION_END);
-    if (!h->d) {
+    if (pthread_create(&h->acceptor, NULL, acceptor_main, h)) {
+        daemons_stop(h);
+        close(h->lfd);
+        pthread_mutex_destroy(&h->pool_mu);
         free(h);
-        return df_error_set(err, DF_EIO, "cannot listen on %s:%d (%s)", cfg->host, cfg->http_port,
-                            strerror(errno));
+        return df_error_set(err, DF_EIO, "cannot start the HTTP acceptor thread");
     }
-    const union MHD_DaemonInfo *inf = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_BIND_PORT);
-    *port = inf ? inf->port : cfg->http_port;
+    h->acceptor_started = 1;
     *out = h;
     return DF_OK;
 }
 
 void df_http_quiesce(df_http_t *h)
 {
-    if (!h || !h->d) return;
-    MHD_socket fd = MHD_quiesce_daemon(h->d);
-    if (fd != MHD_INVALID_SOCKET) close(fd);
+    if (!h || !h->acceptor_started) return;
+    atomic_store(&h->quiescing, 1);
+    /* wakes the blocking accept4 (it fails with EINVAL) */
+    (void)shutdown(h->lfd, SHUT_RDWR);
+    pthread_join(h->acceptor, NULL);
+    h->acceptor_started = 0;
+    close(h->lfd);
+    h->lfd = -1;
 }
 
 void df_http_stop(df_http_t **ph)
@@ -1022,9 +1198,10 @@ void df_http_stop(df_http_t **ph)
     df_http_t *h = *ph;
     *ph = NULL;
     if (!h) return;
+    df_http_quiesce(h);
     /* a load/unload still running holds a suspended connection */
     for (int i = 0; i < 6000 && atomic_load(&h->repo_ops) > 0; i++) usleep(10000);
-    if (h->d) MHD_stop_daemon(h->d);
+    daemons_stop(h);
     while (h->pool) {
         req_t *q = h->pool;
         h->pool = q->next;

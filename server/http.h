@@ -1,6 +1,8 @@
 /* http.h — the HTTP front (server/http.c): KServe v2 over libmicrohttpd.
  *
- * One MHD daemon with its own epoll thread(s) (cfg->http_threads). Request
+ * cfg->http_threads MHD daemons, each with its own epoll thread, fed by one
+ * acceptor thread (own listening socket; each new connection goes to the
+ * daemon holding the fewest). Request
  * bodies are accumulated per connection up to cfg->max_body_bytes; an
  * inference request is decoded (proto/kserve.h), submitted to the engine,
  * and its connection suspended until the worker's done() resumes it, so a

@@ -4,10 +4,15 @@
  * composition differs from the reference's single pose), and /metrics must
  * show batches of more than one pose that mix characters. Then the queue
  * limit (429) and the per-request timeout (503) on a daemon configured to
- * hold requests in the queue.
+ * hold requests in the queue. Then the HTTP threads: connections spread
+ * evenly over them (the acceptor's least-loaded hand-off, seen in
+ * /metrics), each answers, and max_connections is still enforced.
  */
 #include "daemon_util.h"
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <pthread.h>
+#include <sys/socket.h>
 
 enum { NCLIENTS = 64, NREQ = 12, NV_BODY = 24 * 40, NV_PROP = 120 };
 
@@ -228,6 +233,89 @@ static void test_timeout_503(void)
     DF_CHECK(daemon_stop(&D2) == 0);
 }
 
+/* a raw keep-alive connection to 127.0.0.1:port, or -1 */
+static int raw_connect(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof a)) {
+        if (fd >= 0) close(fd);
+        return -1;
+    }
+    struct timeval tv = {.tv_sec = 5};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    return fd;
+}
+
+/* GET /v2/health/live on fd; 1 if a 200 arrived (the connection stays open) */
+static int raw_live(int fd)
+{
+    static const char rq[] = "GET /v2/health/live HTTP/1.1\r\nHost: t\r\n\r\n";
+    if (send(fd, rq, sizeof rq - 1, MSG_NOSIGNAL) != (ssize_t)(sizeof rq - 1)) return 0;
+    char buf[1024];
+    ssize_t n = recv(fd, buf, sizeof buf - 1, 0);
+    if (n <= 0) return 0;
+    buf[n] = 0;
+    return strncmp(buf, "HTTP/1.1 200", 12) == 0;
+}
+
+static void test_connections_spread(void)
+{
+    char repo[1024];
+    snprintf(repo, sizeof repo, "%s/http_conc_repo", test_out());
+    daemon_t D2;
+    const char *extra[] = {"--http-threads", "3", NULL};
+    DF_CHECK(daemon_start(&D2, repo, "http_threads", extra) == 0);
+    enum { NRAW = 7 };
+    int fd[NRAW], live = 0;
+    for (int i = 0; i < NRAW; i++) {
+        fd[i] = raw_connect(D2.port);
+        live += fd[i] >= 0 && raw_live(fd[i]); /* answered: its daemon has counted it */
+    }
+    DF_CHECK_MSG(live == NRAW, "%d of %d connections answered", live, NRAW);
+    CURL *h = curl_easy_init();
+    resp_t r;
+    DF_CHECK(http_req(h, D2.port, "GET", "/metrics", NULL, 0, NULL, &r) == 0 && r.status == 200);
+    long c[3], sum = 0, lo = 1 << 30, hi = -1;
+    for (int k = 0; k < 3; k++) {
+        char key[64];
+        snprintf(key, sizeof key, "deformd_http_connections{thread=\"%d\"} ", k);
+        c[k] = r.body ? metric(r.body, key) : -1;
+        sum += c[k];
+        if (c[k] < lo) lo = c[k];
+        if (c[k] > hi) hi = c[k];
+    }
+    printf("# 8 connections over 3 HTTP threads: %ld %ld %ld\n", c[0], c[1], c[2]);
+    DF_CHECK_MSG(sum == NRAW + 1 && lo >= 0 && hi - lo <= 1, "%ld %ld %ld", c[0], c[1], c[2]);
+    DF_CHECK(r.body && metric(r.body, "deformd_http_connections{thread=\"3\"} ") == -1);
+    resp_free(&r);
+    curl_easy_cleanup(h);
+    for (int i = 0; i < NRAW; i++)
+        if (fd[i] >= 0) close(fd[i]);
+    DF_CHECK(daemon_stop(&D2) == 0);
+
+    /* the connection limit still holds with several threads (2 in all),
+     * connections refused at it do not stall the accepted ones (MHD 0.9.75
+     * did, when it refused them itself: server/http.c), and the daemon
+     * still stops */
+    const char *lim[] = {"--http-threads", "2", "--set", "max_connections=2", NULL};
+    DF_CHECK(daemon_start(&D2, repo, "http_conn_limit", lim) == 0);
+    int a = raw_connect(D2.port), b = raw_connect(D2.port);
+    int la = a >= 0 && raw_live(a), lb = b >= 0 && raw_live(b);
+    DF_CHECK_MSG(la && lb, "a %d/%d b %d/%d", a, la, b, lb);
+    int x = raw_connect(D2.port); /* accepted by the kernel, then closed by MHD */
+    DF_CHECK_MSG(x < 0 || !raw_live(x), "a third connection was served with max_connections=2");
+    if (x >= 0) close(x);
+    close(a);
+    usleep(200000); /* the daemon notices the close */
+    int y = raw_connect(D2.port);
+    DF_CHECK_MSG(y >= 0 && raw_live(y), "no connection served after one of two closed");
+    if (y >= 0) close(y);
+    close(b);
+    DF_CHECK(daemon_stop(&D2) == 0);
+}
+
 int main(void)
 {
     char repo[1024], cmd[1200];
@@ -256,6 +344,7 @@ int main(void)
     DF_CHECK(daemon_stop(&D) == 0);
     DF_RUN(test_overload_429);
     DF_RUN(test_timeout_503);
+    DF_RUN(test_connections_spread);
     df_model_unref(&body_m);
     df_model_unref(&prop_m);
     curl_global_cleanup();
