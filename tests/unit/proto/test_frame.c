@@ -339,6 +339,7 @@ typedef struct mcase {
     int set_len;       /* -1: keep header length; else new total frame size */
     int want;          /* expected code */
     int fatal;         /* header errors: expected fatal flag; -1 don't care */
+    const char *msg;   /* the whole message, where checked (they name the field) */
 } mcase_t;
 
 #define P(o) (24 + (o))
@@ -376,11 +377,11 @@ static const mcase_t cases[] = {
     {"infer character 65535 bytes", "infer_basic.hex", P(14), 2, "\xff\xff", -1, DF_ELIMIT, -1},
     {"infer character with NUL", "infer_basic.hex", P(17), 1, "\x00", -1, DF_EFORMAT, -1},
     {"infer clip length beyond payload", "infer_basic.hex", P(21), 2, "\x3c\x00", -1, DF_EFORMAT, -1},
-    {"infer empty output name", "infer_basic.hex", P(23), 2, "\x00\x00", -1, DF_EFORMAT, -1},
-    {"infer output name 63 bytes beyond payload", "infer_basic.hex", P(23), 2, "\x3f\x00", -1, DF_EFORMAT, -1},
+    {"infer empty output name", "infer_basic.hex", P(23), 2, "\x00\x00", -1, DF_EFORMAT, -1, "INFER outputs[0]: empty name"},
+    {"infer output name 63 bytes beyond payload", "infer_basic.hex", P(23), 2, "\x3f\x00", -1, DF_EFORMAT, -1, "INFER outputs[0]: need 63 bytes at offset 25, 39 remain"},
     {"infer input dtype F16", "infer_basic.hex", P(43), 1, "\x01", -1, DF_EUNSUPPORTED, -1},
     {"infer input dtype 200", "infer_basic.hex", P(43), 1, "\xc8", -1, DF_EUNSUPPORTED, -1},
-    {"infer ndim 0", "infer_basic.hex", P(44), 1, "\x00", -1, DF_ELIMIT, -1},
+    {"infer ndim 0", "infer_basic.hex", P(44), 1, "\x00", -1, DF_ELIMIT, -1, "INFER inputs[0] \"weights\" ndim: ndim 0 (must be 1..8)"},
     {"infer ndim 9", "infer_basic.hex", P(44), 1, "\x09", -1, DF_ELIMIT, -1},
     {"infer ndim 255", "infer_basic.hex", P(44), 1, "\xff", -1, DF_ELIMIT, -1},
     {"infer dims[0] != n_poses", "infer_basic.hex", P(45), 4, "\x02\0\0\0", -1, DF_EINVAL, -1},
@@ -388,8 +389,8 @@ static const mcase_t cases[] = {
     {"infer dims[1] = 2^32-1", "infer_basic.hex", P(49), 4, "\xff\xff\xff\xff", -1, DF_EFORMAT, -1},
     {"infer dims[1] = 2^30 (overflow x4)", "infer_basic.hex", P(49), 4, "\0\0\0\x40", -1, DF_EFORMAT, -1},
     {"infer dims[1] = 3, data beyond payload", "infer_basic.hex", P(49), 4, "\x03\0\0\0", -1, DF_EFORMAT, -1},
-    {"infer ndim 3 reads padding as dims[2] = 0", "infer_basic.hex", P(44), 1, "\x03", -1, DF_EINVAL, -1},
-    {"infer non-zero padding", "infer_basic.hex", P(54), 1, "\x01", -1, DF_EFORMAT, -1},
+    {"infer ndim 3 reads padding as dims[2] = 0", "infer_basic.hex", P(44), 1, "\x03", -1, DF_EINVAL, -1, "INFER inputs[0] \"weights\" dims: dims[2] is 0"},
+    {"infer non-zero padding", "infer_basic.hex", P(54), 1, "\x01", -1, DF_EFORMAT, -1, "INFER inputs[0] \"weights\" padding: non-zero padding byte at offset 54"},
     {"infer NaN input", "infer_basic.hex", P(56), 4, "\x00\x00\xc0\x7f", -1, DF_EINVAL, -1},
     {"infer +inf input", "infer_basic.hex", P(60), 4, "\x00\x00\x80\x7f", -1, DF_EINVAL, -1},
     {"infer -inf input", "infer_basic.hex", P(60), 4, "\x00\x00\x80\xff", -1, DF_EINVAL, -1},
@@ -404,7 +405,7 @@ static const mcase_t cases[] = {
     {"result n_outputs 17", "result_f32.hex", P(4), 2, "\x11\x00", -1, DF_ELIMIT, -1},
     {"result reserved", "result_f32.hex", P(6), 2, "\x01\x00", -1, DF_EFORMAT, -1},
     {"result encoding 3", "result_f32.hex", P(19), 1, "\x03", -1, DF_EUNSUPPORTED, -1},
-    {"result dims[0] != n_poses", "result_f32.hex", P(21), 4, "\x02\0\0\0", -1, DF_EINVAL, -1},
+    {"result dims[0] != n_poses", "result_f32.hex", P(21), 4, "\x02\0\0\0", -1, DF_EINVAL, -1, "RESULT outputs[0] \"positions\" dims: leading dimension 2 != n_poses 1"},
     {"result dims beyond payload", "result_f32.hex", P(25), 4, "\x09\0\0\0", -1, DF_EFORMAT, -1},
     {"result f32 read as f16 leaves trailing", "result_f32.hex", P(19), 1, "\x01", -1, DF_EFORMAT, -1},
     {"result i16 scale 0", "result_i16.hex", P(33), 4, "\0\0\0\0", -1, DF_EINVAL, -1},
@@ -442,6 +443,8 @@ static void test_malformed_corpus(void)
         int rc = df_frame_decode(g.p, len, DF_FRAME_DEFAULT_MAX_PAYLOAD, &fr, NULL, &err);
         DF_CHECK_MSG(rc == c->want, "case \"%s\": got %d (%s) want %d", c->name, rc, err.msg, c->want);
         DF_CHECK_MSG(rc == DF_OK || err.msg[0], "case \"%s\": no message", c->name);
+        DF_CHECK_MSG(!c->msg || !strcmp(err.msg, c->msg), "case \"%s\": message \"%s\", want \"%s\"",
+                     c->name, err.msg, c->msg);
         if (c->fatal >= 0) {
             int fatal = -1;
             df_frame_header_t h;
