@@ -171,7 +171,7 @@ int df_server_submit(df_server_t *s, df_job_t *job, df_error_t *err)
     df__loaded_t *ld = p->ld;
     const df_model_t *m = ld->model;
     int ni = df_model_n_inputs(m), no = df_model_n_outputs(m);
-    snprintf(job->model_name, sizeof job->model_name, "%s", me->name);
+    df__strcpy_n(job->model_name, sizeof job->model_name, me->name);
     job->model_version = df_model_version(m);
 
     /* inputs */
@@ -299,7 +299,7 @@ int df_server_submit(df_server_t *s, df_job_t *job, df_error_t *err)
         job->n_outputs = no;
         for (int o = 0; o < no; o++) {
             memset(&job->outputs[o], 0, sizeof job->outputs[o]);
-            snprintf(job->outputs[o].name, DF_NAME_MAX, "%s", df_model_output(m, o)->name);
+            df__strcpy_n(job->outputs[o].name, DF_NAME_MAX, df_model_output(m, o)->name);
         }
     }
     size_t f32_total = 0, enc_total = 0;

@@ -33,6 +33,18 @@
 #include "encode.h"
 #include <stdint.h>
 
+#include <string.h>
+
+/* strcpy bounded by cap (truncating, always terminated): the request path
+ * copies names with it instead of snprintf("%s"), which costs ~0.1 us a
+ * call through vfprintf (session 5 profile of the socket front) */
+static inline void df__strcpy_n(char *dst, size_t cap, const char *src)
+{
+    size_t n = strnlen(src, cap - 1);
+    memcpy(dst, src, n);
+    dst[n] = 0;
+}
+
 #ifdef __cplusplus
 extern "C" {
 #endif

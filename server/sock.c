@@ -471,7 +471,7 @@ static int add_clip_inputs(df_sock_t *s, req_t *r, const df_frame_infer_t *q, df
         if (job->n_inputs >= DF_MAX_IO)
             return df_error_set(err, DF_ELIMIT, "too many inputs with the clip's");
         df_job_input_t *in = &job->inputs[job->n_inputs++];
-        snprintf(in->name, sizeof in->name, "%s", d->name);
+        df__strcpy_n(in->name, sizeof in->name, d->name);
         in->ndim = d->ndim + 1;
         in->shape[0] = q->n_poses;
         for (int k = 0; k < d->ndim; k++) in->shape[k + 1] = d->shape[k];
@@ -495,7 +495,7 @@ static void handle_infer(df_sock_t *s, req_t *r)
     }
     df_job_t *job = df_job_new(s->srv);
     if (!job) return req_error(r, DF_ENOMEM, "out of memory");
-    snprintf(job->character, sizeof job->character, "%s", q.character);
+    df__strcpy_n(job->character, sizeof job->character, q.character);
     job->batch = (int)q.n_poses;
     job->flags = q.pose_flags;
     job->n_inputs = q.n_inputs;
@@ -524,7 +524,7 @@ static void handle_infer(df_sock_t *s, req_t *r)
             int no = df_model_n_outputs(ci.model);
             job->n_outputs = no;
             for (int o = 0; o < no; o++) {
-                snprintf(job->outputs[o].name, DF_NAME_MAX, "%s", df_model_output(ci.model, o)->name);
+                df__strcpy_n(job->outputs[o].name, DF_NAME_MAX, df_model_output(ci.model, o)->name);
                 job->outputs[o].encoding = enc;
             }
         }
