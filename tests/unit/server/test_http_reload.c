@@ -13,7 +13,9 @@
 
 static daemon_t D;
 static char repo[1024];
-static df_model_t *vers[5];
+/* reference models by version; published by the main thread while the
+ * clients read them, hence atomic (TSan) */
+static df_model_t *_Atomic vers[5];
 static atomic_int stop_flag;
 static const char *tok_hdr = "Authorization: Bearer reload-token-42";
 
@@ -51,7 +53,8 @@ static void *client(void *arg)
         }
         const char *v = strstr(r.body, "\"model_version\":\"");
         int ver = v ? atoi(v + 17) : -1;
-        if (ver < 1 || ver > 4 || !vers[ver] || (size_t)r.header_len + sizeof ref != r.len) {
+        df_model_t *m = ver >= 1 && ver <= 4 ? atomic_load(&vers[ver]) : NULL;
+        if (!m || (size_t)r.header_len + sizeof ref != r.len) {
             c->wrong++;
         } else {
             c->seen[ver]++;
@@ -60,10 +63,10 @@ static void *client(void *arg)
             b.n = 1;
             const float *wp[1] = {w};
             float *op[1] = {ref};
-            b.in[df_model_find_input(vers[ver], "weights")] = wp;
-            b.out[df_model_find_output(vers[ver], "positions")] = op;
+            b.in[df_model_find_input(m, "weights")] = wp;
+            b.out[df_model_find_output(m, "positions")] = op;
             df_error_t e = {0};
-            if (df_model_evaluate(vers[ver], &b, s, &e) ||
+            if (df_model_evaluate(m, &b, s, &e) ||
                 max_rel_err((r.body + r.header_len), ref, 360) > 1e-6)
                 c->wrong++;
             else
@@ -105,7 +108,9 @@ static void add_version(int v, uint32_t seed, int corrupt)
     }
     DF_CHECK(make_rigged(p, 10, 12, 3, 4, "lbs", seed) == 0);
     df_error_t e = {0};
-    DF_CHECK(df_model_open(p, "rigged", NULL, NULL, &vers[v], &e) == 0);
+    df_model_t *m = NULL;
+    DF_CHECK(df_model_open(p, "rigged", NULL, NULL, &m, &e) == 0);
+    atomic_store(&vers[v], m);
 }
 
 static void test_reload_under_load(void)
@@ -255,7 +260,10 @@ int main(void)
     char p[1200];
     snprintf(p, sizeof p, "%s/prop/1/model.safetensors", repo);
     df_error_t e = {0};
-    if (df_model_open(p, "rigged", NULL, NULL, &vers[1], &e)) {
+    df_model_t *m1 = NULL;
+    int orc = df_model_open(p, "rigged", NULL, NULL, &m1, &e);
+    atomic_store(&vers[1], m1);
+    if (orc) {
         printf("FAIL open %s\n", e.msg);
         return 1;
     }
@@ -269,7 +277,10 @@ int main(void)
     }
     DF_RUN(test_reload_under_load);
     DF_RUN(test_sigterm_drains);
-    for (int i = 0; i < 5; i++) df_model_unref(&vers[i]);
+    for (int i = 0; i < 5; i++) {
+        df_model_t *m = atomic_exchange(&vers[i], NULL);
+        df_model_unref(&m);
+    }
     curl_global_cleanup();
     return test_out_done(dftest_exit());
 }
