@@ -661,12 +661,16 @@ static void test_partial_frames(void)
     close(fd);
 }
 
-/* Limits on a second daemon: 4 in flight per connection, 4 KiB frames. */
+/* Limits on a second daemon: 4 in flight per connection, 4 KiB frames.
+ * Requests go to the workers (inline_max_us=0): a request evaluated inline
+ * is answered and written before the next frame is parsed (uv_try_write),
+ * so it is never in flight and the limit could not show. */
 static void test_limits(void)
 {
     daemon_t D2;
     const char *extra[] = {"--socket-port", "0", "--set", "max_inflight_per_conn=4",
-                           "--set", "max_frame_bytes=4096", "--set", "idle_timeout_s=1", NULL};
+                           "--set", "max_frame_bytes=4096", "--set", "idle_timeout_s=1",
+                           "--set", "inline_max_us=0", NULL};
     DF_CHECK(daemon_start(&D2, repo, "sock_limits", extra) == 0);
     int port = read_sock_port(&D2);
     DF_CHECK(port > 0);
@@ -760,7 +764,11 @@ static void test_slow_reader(void)
     df_client_result_free(&r);
     df_client_close(&c);
     static uint8_t buf[2 << 20] __attribute__((aligned(8)));
-    int got = 0, results = 0, overloaded = 0;
+    /* every request is the same pose: every RESULT carries the same bytes,
+     * whether the daemon wrote it at once or in pieces behind a full socket */
+    static uint8_t first[2 << 20];
+    size_t first_len = 0;
+    int got = 0, results = 0, overloaded = 0, differ = 0;
     uint64_t ids = 0;
     for (int i = 0; i < NREQ; i++) {
         long rr = read_frame(fd, buf, sizeof buf);
@@ -771,6 +779,14 @@ static void test_slow_reader(void)
             got++;
             results++;
             ids += f.h.id;
+            const df_frame_tensor_t *t = &f.u.result.outputs[1];
+            size_t off = (size_t)((const uint8_t *)t->data - buf) + t->nbytes - 24;
+            if (!first_len) {
+                memcpy(first, buf + 24, off);
+                first_len = off;
+            } else if (off != first_len || memcmp(first, buf + 24, off)) {
+                differ++;
+            }
         } else if (drc == 0 && f.h.type == DF_FT_ERROR &&
                    (f.u.error.code == DF_EOVERLOAD || f.u.error.code == DF_ETIMEDOUT)) {
             /* a slow machine (sanitizers) may fill the model's queue (7,680
@@ -786,6 +802,7 @@ static void test_slow_reader(void)
     }
     DF_CHECK_MSG(got == NREQ && ids == (uint64_t)NREQ * (NREQ - 1) / 2 && results > 0,
                  "slow reader got %d of %d answers", got, NREQ);
+    DF_CHECK_MSG(differ == 0, "%d of %d answers differ from the first", differ, results);
     printf("# slow reader: %d answers of %.1f MB each, %d refused as overload/timeout\n",
            results, 64.0 * 960 * 3 * 4 * 2 / 1e6, overloaded);
     close(fd);
