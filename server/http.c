@@ -640,9 +640,7 @@ static enum MHD_Result start_infer(req_t *q)
     if (!job) return send_error(q, 500, "out of memory");
     q->job = job;
     df_ks_request_t *k = &q->kreq;
-    size_t cn = strnlen(q->name, sizeof job->character - 1); /* no snprintf per request */
-    memcpy(job->character, q->name, cn);
-    job->character[cn] = 0;
+    df__strcpy_n(job->character, sizeof job->character, q->name);
     job->n_inputs = k->n_inputs;
     for (int i = 0; i < k->n_inputs; i++) {
         df_job_input_t *in = &job->inputs[i];
@@ -1118,6 +1116,15 @@ static void daemons_stop(df_http_t *h)
     h->nd = 0;
 }
 
+/* df_http_start failed after listening: daemons, socket, h */
+static void start_undo(df_http_t *h)
+{
+    daemons_stop(h);
+    close(h->lfd);
+    pthread_mutex_destroy(&h->pool_mu);
+    free(h);
+}
+
 int df_http_start(df_server_t *s, const df_config_t *cfg, df_http_t **out, int *port,
                   df_error_t *err)
 {
@@ -1161,19 +1168,13 @@ int df_http_start(df_server_t *s, const df_config_t *cfg, df_http_t **out, int *
                                    MHD_OPTION_END);
         if (!h->d[k]) {
             int e = errno;
-            daemons_stop(h);
-            close(h->lfd);
-            pthread_mutex_destroy(&h->pool_mu);
-            free(h);
+            start_undo(h);
             return df_error_set(err, DF_EIO, "cannot start the HTTP daemon (%s)", strerror(e));
         }
         h->nd = k + 1;
     }
     if (pthread_create(&h->acceptor, NULL, acceptor_main, h)) {
-        daemons_stop(h);
-        close(h->lfd);
-        pthread_mutex_destroy(&h->pool_mu);
-        free(h);
+        start_undo(h);
         return df_error_set(err, DF_EIO, "cannot start the HTTP acceptor thread");
     }
     h->acceptor_started = 1;
