@@ -4,7 +4,8 @@
 #   tools/deps.sh          build + run needs: Debian packages, node/npm and
 #                          three.js (copied into server/www/vendor/ for the viewer)
 #   tools/deps.sh --test   the above, plus what the test suites need:
-#                          chromium (headless viewer test) and playwright-core
+#                          chromium (headless viewer test), blender (the
+#                          exporter's reference bake) and playwright-core
 #
 # Idempotent and fast when nothing is missing: each Debian package is checked
 # with dpkg-query, commands with `command -v`, npm packages by their files;
@@ -33,6 +34,11 @@ if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
 fi
 if [ "$MODE" = "--test" ] && ! command -v chromium >/dev/null 2>&1; then
     missing+=(chromium)
+fi
+# Blender: the independent reference of tests/e2e/rigapprox_blender.sh (the
+# dataset exporter's bake against our LBS); ~25 s to install, no recommends.
+if [ "$MODE" = "--test" ] && ! command -v blender >/dev/null 2>&1; then
+    missing+=(blender)
 fi
 
 if [ ${#missing[@]} -gt 0 ]; then
