@@ -193,4 +193,40 @@ int df__ra_refit_solve(int64_t n, int Hd, const float *h, int64_t D, const float
  * network the parents of the joints that move it. */
 void df__ra_joint_parents(int64_t ns, int64_t J, const float *joints, double scale, int32_t *par);
 
+
+/* ------------------------------------------- error-driven extra anchors */
+/* Departure from the paper (docs/rigapprox.md, "Error-driven anchors"):
+ * after training, add anchors where the trained model's error is largest.
+ * The differential network is unchanged (its L1 loss on delta does not
+ * depend on the anchors); each new anchor gets its own mini-network,
+ * trained like the others (inputs by influence, L2 on the standardised
+ * v_nl, Adam), and the reconstruction is refactorised with the larger
+ * anchor set when the model is loaded. */
+typedef struct df_raanchor_opts {
+    int add;            /* anchors to add, > 0 */
+    int rounds;         /* re-evaluate the errors this many times (4) */
+    double radius;      /* no new anchor within this distance of another
+                           anchor, as a fraction of the height (0.01) */
+    int epochs, batch;  /* mini-network training (100, 32) */
+    float lr;           /* Adam, decaying to 0.1 x over the epochs (1e-3) */
+    double val_frac;    /* validation split, best weights kept (0.1) */
+    uint64_t seed;      /* (1; with the trainer's default seed the split is
+                           the trainer's) */
+    int verbose;        /* one line per round on stderr */
+} df_raanchor_opts_t;
+
+void df_raanchor_opts_default(df_raanchor_opts_t *o /* OUT */);
+/* Read the 'ours' model at model_path, add o->add anchors chosen on
+ * dataset d (the training set: it must have influence scores) and write
+ * the model to out_path (another file: model_path stays open while it is
+ * written). */
+int df_rigapprox_add_anchors(const char *model_path, const df_rigdata_t *d,
+                             const df_raanchor_opts_t *o, const char *out_path,
+                             df_error_t *err);
+
+/* Internal, shared by the trainer and df_rigapprox_add_anchors. */
+int df__ra_anchor_inputs(const df_rigdata_t *d, const int32_t *par, int world_features, int32_t v, int32_t *idx);
+void df__ra_anchor_stats(const float *NL, int64_t D, int64_t r0, int64_t r1, int32_t v, float *mu, float *sig);
+void df__ra_anchor_fold(struct df_mlp *n, const float *mu, const float *sig);
+
 #endif

@@ -271,6 +271,62 @@ void df__ra_joint_parents(int64_t ns, int64_t J, const float *joints, double sca
     }
 }
 
+/* Feature indices of the mini-network of anchor vertex v (idx: room for
+ * 12 J + C), returns their count: the controls / joints whose influence on
+ * v exceeds 1 % of the largest (paper section 3.2), with --world-features
+ * also the parents of those joints; every feature when nothing moves v or
+ * the dataset has no influence scores. */
+int df__ra_anchor_inputs(const df_rigdata_t *d, const int32_t *par, int world_features, int32_t v, int32_t *idx)
+{
+    int64_t V = d->nv, C = d->nc, J = d->nj, NI = C + J, F = 12 * J + C;
+    double mx = 0;
+    if (d->influence)
+        for (int64_t i = 0; i < NI; i++) mx = fmax(mx, d->influence[i * V + v]);
+    int32_t o = 0;
+    for (int64_t i = 0; i < NI; i++) {
+        int use = !d->influence || (mx > 0 && d->influence[i * V + v] > 0.01 * mx);
+        if (!use && i >= C && world_features) /* the parent of a used joint */
+            for (int64_t k = 0; k < J && !use; k++)
+                if (par[k] == i - C && d->influence[(C + k) * V + v] > 0.01 * mx) use = 1;
+        if (!use) continue;
+        if (i < C) idx[o++] = (int32_t)(J * 12 + i);
+        else
+            for (int e = 0; e < 12; e++) idx[o++] = (int32_t)((i - C) * 12 + e);
+    }
+    if (o == 0) /* nothing moves it: keep every feature */
+        for (int64_t f = 0; f < F; f++) idx[o++] = (int32_t)f;
+    return o;
+}
+
+/* Mean and standard deviation (floor 1e-7) of v_nl at vertex v over rows
+ * [r0, r1) of NL [*, D]: the standardisation of an anchor's targets. */
+void df__ra_anchor_stats(const float *NL, int64_t D, int64_t r0, int64_t r1, int32_t v, float *mu, float *sig)
+{
+    for (int c = 0; c < 3; c++) {
+        double s = 0, s2 = 0;
+        for (int64_t i = r0; i < r1; i++) s += NL[i * D + v * 3 + c];
+        double m = s / (double)(r1 - r0);
+        for (int64_t i = r0; i < r1; i++) {
+            double q = NL[i * D + v * 3 + c] - m;
+            s2 += q * q;
+        }
+        double sd = sqrt(s2 / (double)(r1 - r0));
+        mu[c] = (float)m;
+        sig[c] = sd > 1e-7 ? (float)sd : 1e-7f;
+    }
+}
+
+/* Fold an anchor network's target standardisation into its last layer,
+ * so it outputs v_nl itself (what the model file stores). */
+void df__ra_anchor_fold(df_mlp_t *n, const float *mu, const float *sig)
+{
+    int L = n->n_layers - 1, ni = n->dims[L];
+    for (int c = 0; c < 3; c++) {
+        for (int i = 0; i < ni; i++) n->w[L][c * ni + i] *= sig[c];
+        n->b[L][c] = n->b[L][c] * sig[c] + mu[c];
+    }
+}
+
 static int choose_anchors(tr_t *t, df_error_t *err)
 {
     const df_rigdata_t *d = t->d;
@@ -387,23 +443,7 @@ static int choose_anchors(tr_t *t, df_error_t *err)
     int32_t o = 0;
     for (int64_t a = 0; a < A; a++) {
         t->aoff[a] = o;
-        int32_t v = t->anchors[a];
-        double mx = 0;
-        if (d->influence)
-            for (int64_t i = 0; i < NI; i++) mx = fmax(mx, d->influence[i * V + v]);
-        int32_t start = o;
-        for (int64_t i = 0; i < NI; i++) {
-            int use = !d->influence || (mx > 0 && d->influence[i * V + v] > 0.01 * mx);
-            if (!use && i >= t->C && t->o->world_features) /* the parent of a used joint */
-                for (int64_t k = 0; k < t->J && !use; k++)
-                    if (par[k] == i - t->C && d->influence[(t->C + k) * V + v] > 0.01 * mx) use = 1;
-            if (!use) continue;
-            if (i < t->C) t->aidx[o++] = (int32_t)(t->J * 12 + i);
-            else
-                for (int e = 0; e < 12; e++) t->aidx[o++] = (int32_t)((i - t->C) * 12 + e);
-        }
-        if (o == start) /* nothing moves it: keep every feature */
-            for (int64_t f = 0; f < t->F; f++) t->aidx[o++] = (int32_t)f;
+        o += df__ra_anchor_inputs(d, par, t->o->world_features, t->anchors[a], t->aidx + o);
     }
     t->aoff[A] = o;
     return df_rigapprox_lap(V, d->rest, d->nt, d->tris, A, t->anchors, t->o->omega, &t->lap, err);
@@ -699,19 +739,7 @@ static int build_nets(tr_t *t, df_error_t *err)
                 return rc;
             df_mlp_copy(t->an_best[a], t->an[a]);
             t->a_best[a] = INFINITY;
-            int32_t v = t->anchors[a];
-            for (int c = 0; c < 3; c++) {
-                double s = 0, s2 = 0;
-                for (int64_t i = t->nval; i < t->N; i++) s += t->NL[i * t->D + v * 3 + c];
-                double m = s / t->ntr;
-                for (int64_t i = t->nval; i < t->N; i++) {
-                    double q = t->NL[i * t->D + v * 3 + c] - m;
-                    s2 += q * q;
-                }
-                double sd = sqrt(s2 / t->ntr);
-                t->amu[a * 3 + c] = (float)m;
-                t->asig[a * 3 + c] = sd > 1e-7 ? (float)sd : 1e-7f;
-            }
+            df__ra_anchor_stats(t->NL, t->D, t->nval, t->N, t->anchors[a], t->amu + a * 3, t->asig + a * 3);
         }
     }
     return DF_OK;
@@ -1168,15 +1196,7 @@ static int export_model(tr_t *t, const char *path, df_error_t *err)
         m.na = t->A, m.anchors = t->anchors, m.anc_off = t->aoff, m.anc_idx = t->aidx;
         m.anc_nets = t->an_best;
         /* fold the target standardisation into the last layer */
-        for (int64_t a = 0; a < t->A; a++) {
-            df_mlp_t *n = t->an_best[a];
-            int L = n->n_layers - 1, ni = n->dims[L];
-            for (int c = 0; c < 3; c++) {
-                float s = t->asig[a * 3 + c];
-                for (int i = 0; i < ni; i++) n->w[L][c * ni + i] *= s;
-                n->b[L][c] = n->b[L][c] * s + t->amu[a * 3 + c];
-            }
-        }
+        for (int64_t a = 0; a < t->A; a++) df__ra_anchor_fold(t->an_best[a], t->amu + a * 3, t->asig + a * 3);
     }
     return df_ramodel_write(&m, path, err);
 }

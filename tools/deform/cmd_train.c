@@ -12,6 +12,9 @@
  *   deform train --evaluate REPO/NAME DATA.safetensors [--reconstruction dense|sparse]
  *         [--heatmap OUT.ppm --pose I [--heatmap-max PCT]] [--errors OUT.npy] [--positions OUT.npy]
  *   deform train --breakdown MODEL.safetensors DATA.safetensors   (error sources of an 'ours' model)
+ *   deform train --add-anchors K --from REPO/NAME DATA.safetensors --out REPO/NAME2
+ *         [--rounds 4] [--anchor-radius 0.01] [--epochs 100] [--batch 32] [--lr 1e-3] [--seed 1]
+ *         (error-driven anchors: K more anchors where the trained model's error is largest)
  *
  * Training writes REPO/NAME/config.json and REPO/NAME/1/model.safetensors
  * (kind rigapprox; docs/rigapprox.md). Evaluation loads the model through
@@ -42,7 +45,9 @@ static int usage(void)
             "         [--pos-epochs N] [--pos-lr LR]  (ours: position-space fine-tuning after training)\n"
             "       deform train --evaluate REPO/NAME DATA.safetensors [--reconstruction dense|sparse]\n"
             "         [--heatmap OUT.ppm --pose I [--heatmap-max PCT]] [--errors OUT.npy] [--positions OUT.npy]\n"
-            "       deform train --breakdown MODEL.safetensors DATA.safetensors\n");
+            "       deform train --breakdown MODEL.safetensors DATA.safetensors\n"
+            "       deform train --add-anchors K --from REPO/NAME DATA.safetensors --out REPO/NAME2\n"
+            "         [--rounds R] [--anchor-radius F] [--epochs E] [--batch B] [--lr R] [--seed S]\n");
     return 2;
 }
 
@@ -380,13 +385,60 @@ static int breakdown(const char *model_file, const char *data)
     return 0;
 }
 
+/* REPO/NAME/config.json of a trained model */
+static int write_config(const char *out)
+{
+    char path[1400];
+    snprintf(path, sizeof path, "%s/config.json", out);
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        fprintf(stderr, "deform train: cannot write %s: %s\n", path, strerror(errno));
+        return 1;
+    }
+    fprintf(f, "{\n  \"kind\": \"rigapprox\",\n  \"parameters\": {\"reconstruction\": \"auto\"},\n"
+               "  \"max_batch_size\": 32,\n  \"max_queue_delay_us\": 500\n}\n");
+    fclose(f);
+    return 0;
+}
+
+/* --add-anchors: REPO/NAME (trained) + its training set -> REPO/NAME2 */
+static int add_anchors(const char *from, const char *data, const char *out, const df_raanchor_opts_t *ao)
+{
+    df_error_t err = {0};
+    df_rigdata_t d;
+    char src[1400], dir[1200], path[1400];
+    snprintf(src, sizeof src, "%s/1/model.safetensors", from);
+    snprintf(dir, sizeof dir, "%s/1", out);
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    if (df_rigdata_open(data, &d, &err)) {
+        fprintf(stderr, "deform train: %s\n", err.msg);
+        return 1;
+    }
+    if (mkdirs(dir)) {
+        fprintf(stderr, "deform train: cannot create %s: %s\n", dir, strerror(errno));
+        df_rigdata_close(&d);
+        return 1;
+    }
+    int rc = df_rigapprox_add_anchors(src, &d, ao, path, &err);
+    df_rigdata_close(&d);
+    if (rc) {
+        fprintf(stderr, "deform train: %s\n", err.msg);
+        return 1;
+    }
+    if (write_config(out)) return 1;
+    fprintf(stderr, "wrote %s\n", path);
+    return 0;
+}
+
 int cmd_train(int argc, char **argv)
 {
     df_ratrain_opts_t o;
     df_ratrain_opts_default(&o);
     const char *data = NULL, *out = NULL, *eval = NULL, *recon = NULL, *heat = NULL, *errs = NULL, *posn = NULL;
-    const char *brk = NULL;
-    int pose = 0;
+    const char *brk = NULL, *from = NULL;
+    int pose = 0, epochs_set = 0, batch_set = 0;
+    df_raanchor_opts_t ao;
+    df_raanchor_opts_default(&ao);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--sgd")) { o.adam = 0; o.lr = 1e-2f; o.lr_anchor = 1e-2f; continue; }
@@ -430,10 +482,14 @@ int cmd_train(int argc, char **argv)
         else if (!strcmp(a, "--anchors")) o.anchor_frac = atof(v);
         else if (!strcmp(a, "--piece-anchors")) o.piece_anchors = atoi(v);
         else if (!strcmp(a, "--omega")) o.omega = atof(v);
-        else if (!strcmp(a, "--epochs")) o.epochs = atoi(v);
+        else if (!strcmp(a, "--epochs")) o.epochs = atoi(v), epochs_set = 1;
+        else if (!strcmp(a, "--add-anchors")) ao.add = atoi(v);
+        else if (!strcmp(a, "--from")) from = v;
+        else if (!strcmp(a, "--rounds")) ao.rounds = atoi(v);
+        else if (!strcmp(a, "--anchor-radius")) ao.radius = atof(v);
         else if (!strcmp(a, "--pos-epochs")) o.pos_epochs = atoi(v);
         else if (!strcmp(a, "--pos-lr")) o.pos_lr = (float)atof(v);
-        else if (!strcmp(a, "--batch")) o.batch = atoi(v);
+        else if (!strcmp(a, "--batch")) o.batch = atoi(v), batch_set = 1;
         else if (!strcmp(a, "--lr")) o.lr = o.lr_anchor = (float)atof(v);
         else if (!strcmp(a, "--val")) o.val_frac = atof(v);
         else if (!strcmp(a, "--patience")) o.patience = atoi(v);
@@ -443,6 +499,13 @@ int cmd_train(int argc, char **argv)
         else return usage();
     }
     if (brk) return data ? breakdown(brk, data) : usage();
+    if (ao.add || from) {
+        if (!data || !out || !from || ao.add < 1) return usage();
+        if (epochs_set) ao.epochs = o.epochs;
+        if (batch_set) ao.batch = o.batch;
+        ao.lr = o.lr, ao.seed = o.seed, ao.verbose = o.verbose;
+        return add_anchors(from, data, out, &ao);
+    }
     if (eval) return data ? evaluate(eval, data, recon, heat, pose, errs, posn) : usage();
     if (!data || !out) return usage();
     df_error_t err = {0};
@@ -467,15 +530,7 @@ int cmd_train(int argc, char **argv)
         fprintf(stderr, "deform train: %s\n", err.msg);
         return 1;
     }
-    snprintf(path, sizeof path, "%s/config.json", out);
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        fprintf(stderr, "deform train: cannot write %s: %s\n", path, strerror(errno));
-        return 1;
-    }
-    fprintf(f, "{\n  \"kind\": \"rigapprox\",\n  \"parameters\": {\"reconstruction\": \"auto\"},\n"
-               "  \"max_batch_size\": 32,\n  \"max_queue_delay_us\": 500\n}\n");
-    fclose(f);
+    if (write_config(out)) return 1;
     fprintf(stderr, "trained in %.1f s (%d epochs, best %d): validation diff L1 %.4g, anchor L2 %.4g; wrote %s/1/model.safetensors\n",
             rep.seconds, rep.epochs_run, rep.best_epoch, rep.val_diff, rep.val_anchor, out);
     return 0;

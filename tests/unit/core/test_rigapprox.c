@@ -592,7 +592,10 @@ static void test_joint_parents_inferred(void)
 
 /* Mean vertex error of a served model (dense reconstruction) on every pose
  * of a dataset, computed here from the served positions and the dataset's. */
-static double served_mean_error(const char *model, const char *data)
+static double served_error(const char *model, const char *data, double *max);
+static double served_mean_error(const char *model, const char *data) { return served_error(model, data, NULL); }
+
+static double served_error(const char *model, const char *data, double *max)
 {
     df_error_t err = {0};
     df_rigdata_t d;
@@ -607,7 +610,7 @@ static double served_mean_error(const char *model, const char *data)
     int64_t V = d.nv;
     float *got = malloc(sizeof(float) * V * 3);
     df_scratch_t *sc = df_scratch_new();
-    double sum = 0;
+    double sum = 0, mx = 0;
     int ok = got && sc && ij >= 0 && ic >= 0 && op >= 0;
     for (int64_t s = 0; ok && s < d.n; s++) {
         const float *pj[1] = {d.joints + s * d.nj * 12}, *pc[1] = {d.controls + s * d.nc};
@@ -620,9 +623,11 @@ static double served_mean_error(const char *model, const char *data)
         for (int64_t v = 0; v < V; v++) {
             double a = got[v * 3] - ref[v * 3], b = got[v * 3 + 1] - ref[v * 3 + 1], c = got[v * 3 + 2] - ref[v * 3 + 2];
             sum += sqrt(a * a + b * b + c * c);
+            mx = fmax(mx, sqrt(a * a + b * b + c * c));
         }
     }
     double e = ok ? sum / ((double)d.n * V) : INFINITY;
+    if (max) *max = ok ? mx : INFINITY;
     df_scratch_free(&sc);
     free(got);
     df_model_unref(&m);
@@ -664,6 +669,73 @@ static void test_position_finetune(void)
     DF_CHECK_MSG(isfinite(e0) && e1 < 0.95 * e0, "held-out mean error without %g, with fine-tuning %g", e0, e1);
 }
 
+/* Error-driven anchors (df_rigapprox_add_anchors): K more anchors on
+ * distinct vertices that were not anchors, the model's own anchors and
+ * their networks untouched, the served model equal to the offline loops
+ * (which read every anchor from the file), the training set's max error
+ * lower (what the pass is for; untrained or unscaled new networks would
+ * raise it), reproducible; refusals named. */
+static void test_add_anchors(void)
+{
+    df_error_t err = {0};
+    df_rigdata_t d;
+    int rc = df_rigdata_open(path("ra_tiny.safetensors"), &d, &err);
+    DF_CHECK_MSG(rc == 0, "%s", err.msg);
+    if (rc) return;
+    df_ratrain_opts_t o;
+    small_opts(&o);
+    DF_CHECK(df_rigapprox_train(&d, &o, path("ra_aa0.safetensors"), NULL, &err) == 0);
+    df_raanchor_opts_t ao;
+    df_raanchor_opts_default(&ao);
+    ao.add = 6, ao.rounds = 2, ao.epochs = 20, ao.verbose = 0;
+    rc = df_rigapprox_add_anchors(path("ra_aa0.safetensors"), &d, &ao, path("ra_aa1.safetensors"), &err);
+    DF_CHECK_MSG(rc == 0, "%s", err.msg);
+    DF_CHECK(df_rigapprox_add_anchors(path("ra_aa0.safetensors"), &d, &ao, path("ra_aa2.safetensors"), &err) == 0);
+    DF_CHECK(same_file(path("ra_aa1.safetensors"), path("ra_aa2.safetensors")));
+    df_st_t *s0 = NULL, *s1 = NULL;
+    df_ramodel_t m0, m1;
+    DF_CHECK(df_st_open(path("ra_aa0.safetensors"), NULL, &s0, &err) == 0 && df_ramodel_read(s0, &m0, &err) == 0);
+    DF_CHECK(df_st_open(path("ra_aa1.safetensors"), NULL, &s1, &err) == 0 && df_ramodel_read(s1, &m1, &err) == 0);
+    if (s0 && s1) {
+        DF_CHECK_MSG(m1.na == m0.na + 6, "%lld anchors, want %lld", (long long)m1.na, (long long)m0.na + 6);
+        for (int64_t a = 0; a < m1.na; a++) {
+            DF_CHECK(m1.anchors[a] >= 0 && m1.anchors[a] < m1.nv);
+            if (a < m0.na) DF_CHECK(m1.anchors[a] == m0.anchors[a]);
+            for (int64_t b = 0; b < a; b++) DF_CHECK(m1.anchors[a] != m1.anchors[b]);
+        }
+        for (int64_t a = 0; a < m0.na; a++) {
+            char nm[64];
+            snprintf(nm, sizeof nm, "anchor/%lld/0/weight", (long long)a);
+            const df_tensor_t *t0 = df_st_find(s0, nm), *t1 = df_st_find(s1, nm);
+            DF_CHECK(t0 && t1 && t0->nbytes == t1->nbytes && !memcmp(t0->data, t1->data, t0->nbytes));
+        }
+        df_ramodel_release(&m0);
+        df_ramodel_release(&m1);
+    }
+    df_st_close(&s0);
+    df_st_close(&s1);
+    served_equals_offline("ra_aa1.safetensors");
+    double mx0 = 0, mx1 = 0;
+    served_error("ra_aa0.safetensors", "ra_tiny.safetensors", &mx0);
+    served_error("ra_aa1.safetensors", "ra_tiny.safetensors", &mx1);
+    DF_CHECK_MSG(isfinite(mx0) && mx1 < mx0, "training-set max error %g before, %g after", mx0, mx1);
+    /* refusals */
+    DF_CHECK(df_rigapprox_add_anchors(path("ra_aa0.safetensors"), &d, &ao, path("ra_aa0.safetensors"), &err) == DF_EINVAL);
+    o.variant = DF_RA_LOCAL;
+    DF_CHECK(df_rigapprox_train(&d, &o, path("ra_aal.safetensors"), NULL, &err) == 0);
+    DF_CHECK(df_rigapprox_add_anchors(path("ra_aal.safetensors"), &d, &ao, path("ra_aa3.safetensors"), &err) == DF_EINVAL);
+    DF_CHECK_MSG(strstr(err.msg, "local") && strstr(err.msg, "ours"), "%s", err.msg);
+    ao.add = 0;
+    DF_CHECK(df_rigapprox_add_anchors(path("ra_aa0.safetensors"), &d, &ao, path("ra_aa3.safetensors"), &err) == DF_EINVAL);
+    df_rigdata_close(&d);
+    ao.add = 2;
+    DF_CHECK(make_dataset_n(40, 3, 0, "ra_noinf.safetensors") == 0);
+    DF_CHECK(df_rigdata_open(path("ra_noinf.safetensors"), &d, &err) == 0);
+    DF_CHECK(df_rigapprox_add_anchors(path("ra_aa0.safetensors"), &d, &ao, path("ra_aa3.safetensors"), &err) == DF_EINVAL);
+    DF_CHECK_MSG(strstr(err.msg, "influence"), "%s", err.msg);
+    df_rigdata_close(&d);
+}
+
 int main(void)
 {
     const char *o = getenv("DF_TEST_OUT");
@@ -679,5 +751,6 @@ int main(void)
     DF_RUN(test_joint_parents_inferred);
     DF_RUN(test_refit_optimal);
     DF_RUN(test_position_finetune);
+    DF_RUN(test_add_anchors);
     return dftest_exit();
 }
