@@ -41,6 +41,12 @@ int df_rigdata_write(const df_rigdata_t *d, const char *path, df_error_t *err);
 /* Open and validate. *d filled; close with df_rigdata_close. */
 int df_rigdata_open(const char *path, df_rigdata_t *d, df_error_t *err);
 void df_rigdata_close(df_rigdata_t *d);
+/* Evaluate model m (kind rigapprox, or any model with a joint_matrices
+ * input and a positions output) on samples [s, s+n) of d, n <=
+ * DF_RIGDATA_EVAL_MAX: out[b] receives sample s+b's positions [V,3]. */
+#define DF_RIGDATA_EVAL_MAX 64
+int df_rigdata_evaluate(const df_model_t *m, const df_rigdata_t *d, int64_t s, int n, float *const *out,
+                        df_scratch_t *sc, df_error_t *err);
 
 /* Linear part for B poses: T [B,V,12] (3x4) from world [B,J,12]. */
 void df_rigapprox_linear(int64_t nv, int64_t nj, int k, const float *invbind,

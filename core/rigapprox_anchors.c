@@ -66,13 +66,11 @@ static int aa_errors(aa_t *t, const char *path, double *vmax, double *mean, doub
     df_model_t *m = NULL;
     int rc = df_model_open(path, "rigapprox", NULL, NULL, &m, err);
     if (rc) return rc;
-    int ij = df_model_find_input(m, "joint_matrices"), ic = df_model_find_input(m, "controls");
-    int op = df_model_find_output(m, "positions");
     enum { BS = 32 };
     int64_t V = t->V;
     float *out = malloc(sizeof(float) * BS * V * 3);
     df_scratch_t *sc = df_scratch_new();
-    if (!out || !sc || ij < 0 || op < 0) {
+    if (!out || !sc) {
         free(out), df_scratch_free(&sc), df_model_unref(&m);
         return df_error_set(err, DF_ENOMEM, "add-anchors: out of memory");
     }
@@ -81,20 +79,9 @@ static int aa_errors(aa_t *t, const char *path, double *vmax, double *mean, doub
     *mx = 0, *wv = 0;
     for (int64_t s = 0; s < t->N && !rc; s += BS) {
         int B = (int)(t->N - s < BS ? t->N - s : BS);
-        const float *pj[BS], *pc[BS];
         float *po[BS];
-        for (int b = 0; b < B; b++) {
-            pj[b] = d->joints + (s + b) * d->nj * 12;
-            pc[b] = d->nc ? d->controls + (s + b) * d->nc : NULL;
-            po[b] = out + (size_t)b * V * 3;
-        }
-        df_batch_t bt;
-        memset(&bt, 0, sizeof bt);
-        bt.n = B;
-        bt.in[ij] = pj;
-        if (ic >= 0) bt.in[ic] = pc;
-        bt.out[op] = po;
-        if ((rc = df_model_evaluate(m, &bt, sc, err))) break;
+        for (int b = 0; b < B; b++) po[b] = out + (size_t)b * V * 3;
+        if ((rc = df_rigdata_evaluate(m, d, s, B, po, sc, err))) break;
         for (int b = 0; b < B; b++) {
             const float *gt = d->positions + (s + b) * V * 3, *p = po[b];
             for (int64_t v = 0; v < V; v++) {

@@ -250,3 +250,28 @@ int df_rigapprox_nonlinear(int64_t nv, const float *T, const float *rest,
     }
     return bad ? -1 : 0;
 }
+
+int df_rigdata_evaluate(const df_model_t *m, const df_rigdata_t *d, int64_t s, int n, float *const *out,
+                        df_scratch_t *sc, df_error_t *err)
+{
+    int ij = df_model_find_input(m, "joint_matrices"), ic = df_model_find_input(m, "controls");
+    int op = df_model_find_output(m, "positions");
+    if (ij < 0 || op < 0 || df_model_n_vertices(m) != d->nv)
+        return df_error_set(err, DF_EINVAL, "the model (%lld vertices) does not take this dataset's poses (%lld vertices)",
+                            (long long)df_model_n_vertices(m), (long long)d->nv);
+    if (n < 1 || n > DF_RIGDATA_EVAL_MAX || s < 0 || s + n > d->n)
+        return df_error_set(err, DF_EINVAL, "samples %lld..%lld are not in the dataset (%lld)", (long long)s,
+                            (long long)(s + n), (long long)d->n);
+    const float *pj[DF_RIGDATA_EVAL_MAX], *pc[DF_RIGDATA_EVAL_MAX];
+    for (int b = 0; b < n; b++) {
+        pj[b] = d->joints + (s + b) * d->nj * 12;
+        pc[b] = d->nc ? d->controls + (s + b) * d->nc : NULL;
+    }
+    df_batch_t bt;
+    memset(&bt, 0, sizeof bt);
+    bt.n = n;
+    bt.in[ij] = pj;
+    if (ic >= 0) bt.in[ic] = pc;
+    bt.out[op] = (float **)out;
+    return df_model_evaluate(m, &bt, sc, err);
+}

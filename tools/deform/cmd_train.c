@@ -135,8 +135,6 @@ static int evaluate(const char *model_dir, const char *data, const char *recon, 
         df_model_unref(&m);
         return 1;
     }
-    int ij = df_model_find_input(m, "joint_matrices"), ic = df_model_find_input(m, "controls");
-    int op = df_model_find_output(m, "positions");
     enum { BS = 32 };
     float *out = malloc(sizeof(float) * BS * V * 3);
     float *verr = calloc(V, sizeof(float)); /* error of the heat-map pose */
@@ -146,20 +144,9 @@ static int evaluate(const char *model_dir, const char *data, const char *recon, 
     double sum = 0, mx = 0;
     for (int64_t s = 0; s < d.n && !rc; s += BS) {
         int B = (int)(d.n - s < BS ? d.n - s : BS);
-        const float *pj[BS], *pc[BS];
         float *po[BS];
-        for (int b = 0; b < B; b++) {
-            pj[b] = d.joints + (s + b) * d.nj * 12;
-            pc[b] = d.nc ? d.controls + (s + b) * d.nc : NULL;
-            po[b] = out + (size_t)b * V * 3;
-        }
-        df_batch_t bt;
-        memset(&bt, 0, sizeof bt);
-        bt.n = B;
-        bt.in[ij] = pj;
-        if (ic >= 0) bt.in[ic] = pc;
-        bt.out[op] = po;
-        if ((rc = df_model_evaluate(m, &bt, sc, &err))) {
+        for (int b = 0; b < B; b++) po[b] = out + (size_t)b * V * 3;
+        if ((rc = df_rigdata_evaluate(m, &d, s, B, po, sc, &err))) {
             fprintf(stderr, "deform train: %s\n", err.msg);
             break;
         }
