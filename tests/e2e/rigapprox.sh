@@ -10,7 +10,9 @@
 # Reference: the offline positions; tolerance 1e-5 x character height
 # (batch composition may change float summation order; the server prints
 # float32 with 9 significant digits). Also: a malformed request (wrong
-# joint_matrices shape) gets a 4xx answer naming the input.
+# joint_matrices shape) gets a 4xx answer naming the input. And `deform train
+# --add-anchors` on the trained model: the second model is served equal to its
+# own offline evaluation and differs from the first; without --from: usage.
 . "$(dirname "$0")/product_common.sh"
 
 "$BIN/deform" rigdata --tiny 10,8 --out "$T/data.st" --samples 160 --influence-poses 4 >"$T/rigdata.log" 2>&1 \
@@ -20,6 +22,16 @@
     && ok ra-train || { cat "$T/train.log"; fail ra-train; finish; exit 1; }
 "$BIN/deform" train --evaluate "$T/repo/tinyra" "$T/data.st" --positions "$T/offline.npy" >"$T/eval.log" 2>&1 \
     && ok ra-offline-eval || { cat "$T/eval.log"; fail ra-offline-eval; finish; exit 1; }
+# error-driven anchors (deform train --add-anchors): a second model in the
+# same repository, served and evaluated like the first
+"$BIN/deform" train --add-anchors 3 --from "$T/repo/tinyra" "$T/data.st" --out "$T/repo/tinyra_aa" --rounds 1 \
+    --epochs 5 >"$T/aa.log" 2>&1 && grep -q "round 1: 3 anchors added" "$T/aa.log" && ok ra-add-anchors \
+    || { cat "$T/aa.log"; fail ra-add-anchors; }
+"$BIN/deform" train --evaluate "$T/repo/tinyra_aa" "$T/data.st" --positions "$T/offline_aa.npy" >"$T/eval_aa.log" 2>&1 \
+    && ok ra-add-anchors-eval || { cat "$T/eval_aa.log"; fail ra-add-anchors-eval; }
+"$BIN/deform" train --add-anchors 3 "$T/data.st" --out "$T/repo/x" >"$T/aa2.log" 2>&1
+[ $? -eq 2 ] && grep -q "add-anchors K --from" "$T/aa2.log" && [ ! -e "$T/repo/x" ] && ok ra-add-anchors-needs-from \
+    || { cat "$T/aa2.log"; fail ra-add-anchors-needs-from; }
 start_daemon "$T/repo" && ok ra-daemon-ready || { fail ra-daemon-ready; finish; exit 1; }
 
 "$PY" - "$T" "$URL" <<'EOF' || NFAIL=$((NFAIL + 1))
@@ -51,8 +63,8 @@ rest = d["rest_positions"]
 height = float((rest.max(0) - rest.min(0)).max())
 tol = 1e-5 * height
 
-def infer(body):
-    req = urllib.request.Request(URL + "/v2/models/tinyra/infer", data=json.dumps(body).encode(),
+def infer(body, model="tinyra"):
+    req = urllib.request.Request(URL + "/v2/models/" + model + "/infer", data=json.dumps(body).encode(),
                                  headers={"Content-Type": "application/json"})
     try:
         with urllib.request.urlopen(req, timeout=30) as r:
@@ -88,6 +100,19 @@ if st == 200:
     check("http-batch4-equals-offline", diff <= tol, "max diff %g > %g" % (diff, tol))
 else:
     check("http-batch4-equals-offline", False, "status %s %s" % (st, ans))
+
+ref_aa = np.load(T + "/offline_aa.npy")
+st, ans = infer({"inputs": [
+    {"name": "controls", "shape": [4, C], "datatype": "FP32", "data": d["controls"][idx].ravel().tolist()},
+    {"name": "joint_matrices", "shape": [4, J, 12], "datatype": "FP32", "data": d["joint_matrices"][idx].ravel().tolist()}]},
+    "tinyra_aa")
+if st == 200:
+    got = positions(ans).reshape(4, -1, 3)
+    diff = float(np.abs(got - ref_aa[idx]).max())
+    check("http-add-anchors-equals-offline", diff <= tol and float(np.abs(ref_aa - ref).max()) > tol,
+          "max diff %g > %g, or the extra anchors changed nothing" % (diff, tol))
+else:
+    check("http-add-anchors-equals-offline", False, "status %s %s" % (st, ans))
 
 st, ans = infer({"inputs": [{"name": "joint_matrices", "shape": [J, 11], "datatype": "FP32",
                              "data": [0.0] * (J * 11)}]})
