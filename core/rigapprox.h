@@ -214,6 +214,7 @@ typedef struct df_raanchor_opts {
     double radius;      /* no new anchor within this distance of another
                            anchor, as a fraction of the height (0.01) */
     int epochs, batch;  /* mini-network training (100, 32) */
+    double omega;       /* > 0: the written model's anchor weight (0: keep) */
     float lr;           /* Adam, decaying to 0.1 x over the epochs (1e-3) */
     double val_frac;    /* validation split, best weights kept (0.1) */
     uint64_t seed;      /* (1; with the trainer's default seed the split is

@@ -179,7 +179,7 @@ int df_rigapprox_add_anchors(const char *model_path, const df_rigdata_t *d, cons
                              const char *out_path, df_error_t *err)
 {
     if (!o || o->add < 1 || o->add > 1000000 || o->rounds < 1 || !(o->radius >= 0) || o->epochs < 1 || o->batch < 1 ||
-        o->batch > 65536 || !(o->lr > 0) || !(o->val_frac > 0 && o->val_frac < 1))
+        o->batch > 65536 || !(o->omega >= 0) || !(o->lr > 0) || !(o->val_frac > 0 && o->val_frac < 1))
         return df_error_set(err, DF_EINVAL, "add-anchors: an option is out of range");
     if (!strcmp(model_path, out_path))
         return df_error_set(err, DF_EINVAL, "add-anchors: write the model to another file than %s", model_path);
@@ -311,6 +311,7 @@ int df_rigapprox_add_anchors(const char *model_path, const df_rigdata_t *d, cons
             if ((rc = aa_train_one(&t, a, err))) goto done;
         df_ramodel_t m2 = m;
         m2.na = t.A, m2.anchors = t.anchors, m2.anc_off = t.off, m2.anc_idx = t.idx, m2.anc_nets = t.nets;
+        if (o->omega > 0) m2.omega = o->omega;
         if ((rc = df_ramodel_write(&m2, out_path, err))) goto done;
         cur = out_path;
         if (o->verbose)

@@ -14,6 +14,7 @@
  *   deform train --breakdown MODEL.safetensors DATA.safetensors   (error sources of an 'ours' model)
  *   deform train --add-anchors K --from REPO/NAME DATA.safetensors --out REPO/NAME2
  *         [--rounds 4] [--anchor-radius 0.01] [--epochs 100] [--batch 32] [--lr 1e-3] [--seed 1]
+ *         [--omega W]  (the written model's anchor weight; default: the model's)
  *         (error-driven anchors: K more anchors where the trained model's error is largest)
  *
  * Training writes REPO/NAME/config.json and REPO/NAME/1/model.safetensors
@@ -47,7 +48,7 @@ static int usage(void)
             "         [--heatmap OUT.ppm --pose I [--heatmap-max PCT]] [--errors OUT.npy] [--positions OUT.npy]\n"
             "       deform train --breakdown MODEL.safetensors DATA.safetensors\n"
             "       deform train --add-anchors K --from REPO/NAME DATA.safetensors --out REPO/NAME2\n"
-            "         [--rounds R] [--anchor-radius F] [--epochs E] [--batch B] [--lr R] [--seed S]\n");
+            "         [--rounds R] [--anchor-radius F] [--epochs E] [--batch B] [--lr R] [--seed S] [--omega W]\n");
     return 2;
 }
 
@@ -468,7 +469,7 @@ int cmd_train(int argc, char **argv)
         else if (!strcmp(a, "--pca")) o.pca_frac = atof(v);
         else if (!strcmp(a, "--anchors")) o.anchor_frac = atof(v);
         else if (!strcmp(a, "--piece-anchors")) o.piece_anchors = atoi(v);
-        else if (!strcmp(a, "--omega")) o.omega = atof(v);
+        else if (!strcmp(a, "--omega")) o.omega = ao.omega = atof(v);
         else if (!strcmp(a, "--epochs")) o.epochs = atoi(v), epochs_set = 1;
         else if (!strcmp(a, "--add-anchors")) ao.add = atoi(v);
         else if (!strcmp(a, "--from")) from = v;
