@@ -40,6 +40,7 @@ static const key_t_ keys[] = {
     S("unix", unix_path),
     I("workers", workers, 1, 256),
     I("http_threads", http_threads, 1, 64),
+    I("http_connection_memory", http_connection_memory, 4096, 1 << 20),
     S("token_file", token_file),
     S("www", www_dir),
     S("cors_origin", cors_origin),
@@ -71,6 +72,7 @@ void df_config_default(df_config_t *c)
     c->socket_port = 8001;
     c->workers = 2;
     c->http_threads = 2;
+    c->http_connection_memory = 16384;
     strcpy(c->www_dir, "server/www");
     c->max_body_bytes = 64ull << 20;
     c->max_frame_bytes = 64ull << 20;

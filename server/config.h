@@ -24,7 +24,9 @@ typedef struct df_config {
     int socket_port;              /* default 8001; 0 = any free port; -1 off */
     char unix_path[DF_PATH_MAX];  /* Unix socket path, "" = none */
     int workers;                  /* worker threads, default 2 */
-    int http_threads;             /* MHD threads, default 1 */
+    int http_threads;             /* MHD threads, default 2 */
+    int http_connection_memory;   /* MHD's per-connection pool (request line,
+                                     headers, read/write buffers), default 16 KiB */
     char token[256];              /* bearer token ("" = admin API disabled) */
     char token_file[DF_PATH_MAX];
     char www_dir[DF_PATH_MAX];    /* static files for /viewer/ */

@@ -1162,6 +1162,10 @@ int df_http_start(df_server_t *s, const df_config_t *cfg, df_http_t **out, int *
             {MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)on_connection, &h->slot[k]},
             {MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)cfg->idle_timeout_s, NULL},
             {MHD_OPTION_CONNECTION_LIMIT, (intptr_t)cfg->max_connections + 64, NULL},
+            /* MHD zeroes the used part of this pool after every request
+             * (its default is 32 KiB: 5 % of the CPU of a small binary
+             * request, perf, docs/performance.md session 6) */
+            {MHD_OPTION_CONNECTION_MEMORY_LIMIT, (intptr_t)(cfg->http_connection_memory > 0 ? cfg->http_connection_memory : 16384), NULL},
             {MHD_OPTION_END, 0, NULL},
         };
         h->d[k] = MHD_start_daemon(flags, 0, NULL, NULL, on_request, h, MHD_OPTION_ARRAY, ops,

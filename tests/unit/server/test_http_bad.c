@@ -254,6 +254,26 @@ static void test_oversize(void)
     bad_t b2 = {"POST", INFER, "Transfer-Encoding: chunked", NULL, big, n, 413, "max_body_bytes"};
     run(&b2);
     free(big);
+    /* headers beyond http_connection_memory (16 KiB): libmicrohttpd's own
+     * 431 (its HTML body, not our JSON); 6 KB of headers still fit */
+    for (int k = 0; k < 2; k++) {
+        size_t hn = k ? 6000 : 20000;
+        char *h = malloc(hn + 16);
+        memcpy(h, "X-Big: ", 7);
+        memset(h + 7, 'a', hn);
+        h[7 + hn] = 0;
+        const char *hdrs[2] = {h, NULL};
+        resp_t r;
+        n_cases++;
+        int rc = http_req(C, D.port, "GET", "/v2/health/ready", NULL, 0, hdrs, &r);
+        long want = k ? 200 : 431;
+        if (rc || r.status != want) {
+            n_bad++;
+            fprintf(stderr, "%zu bytes of headers: got %ld, want %ld\n", hn, rc ? -1 : r.status, want);
+        }
+        if (!rc) resp_free(&r);
+        free(h);
+    }
 }
 
 static void test_corpus_size_and_still_serving(void)
