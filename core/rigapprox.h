@@ -219,6 +219,8 @@ typedef struct df_raanchor_opts {
     double val_frac;    /* validation split, best weights kept (0.1) */
     uint64_t seed;      /* (1; with the trainer's default seed the split is
                            the trainer's) */
+    int threads;        /* mini-networks trained in parallel (1); the result
+                           does not depend on it */
     int verbose;        /* one line per round on stderr */
 } df_raanchor_opts_t;
 

@@ -20,6 +20,8 @@
 #include "rigapprox.h"
 
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +36,7 @@ void df_raanchor_opts_default(df_raanchor_opts_t *o)
     o->lr = 1e-3f;
     o->val_frac = 0.1;
     o->seed = 1;
+    o->threads = 1;
     o->verbose = 1;
 }
 
@@ -175,11 +178,59 @@ done:
     return rc;
 }
 
+/* Train anchors [first, A) on o->threads threads: each takes the next
+ * untrained anchor; every anchor's training depends only on its own seed. */
+typedef struct {
+    aa_t *t;
+    _Atomic int64_t next;
+    int64_t end;
+    _Atomic int rc;
+    df_error_t err;
+    pthread_mutex_t mu;
+} aa_pool_t;
+
+static void *aa_thread(void *arg)
+{
+    aa_pool_t *p = arg;
+    for (;;) {
+        int64_t a = atomic_fetch_add(&p->next, 1);
+        if (a >= p->end || atomic_load(&p->rc)) break;
+        df_error_t e = {0};
+        int rc = aa_train_one(p->t, a, &e);
+        if (rc) {
+            pthread_mutex_lock(&p->mu);
+            if (!atomic_load(&p->rc)) p->err = e, atomic_store(&p->rc, rc);
+            pthread_mutex_unlock(&p->mu);
+        }
+    }
+    return NULL;
+}
+
+static int aa_train_range(aa_t *t, int64_t first, df_error_t *err)
+{
+    aa_pool_t p = {.t = t, .end = t->A};
+    atomic_init(&p.next, first);
+    atomic_init(&p.rc, 0);
+    pthread_mutex_init(&p.mu, NULL);
+    int nt = t->o->threads > 1 ? t->o->threads : 1;
+    pthread_t th[64];
+    int started = 0;
+    if (nt > 64) nt = 64;
+    for (int k = 1; k < nt; k++)
+        if (!pthread_create(&th[started], NULL, aa_thread, &p)) started++;
+    aa_thread(&p);
+    for (int k = 0; k < started; k++) pthread_join(th[k], NULL);
+    pthread_mutex_destroy(&p.mu);
+    int rc = atomic_load(&p.rc);
+    if (rc && err) *err = p.err;
+    return rc;
+}
+
 int df_rigapprox_add_anchors(const char *model_path, const df_rigdata_t *d, const df_raanchor_opts_t *o,
                              const char *out_path, df_error_t *err)
 {
     if (!o || o->add < 1 || o->add > 1000000 || o->rounds < 1 || !(o->radius >= 0) || o->epochs < 1 || o->batch < 1 ||
-        o->batch > 65536 || !(o->omega >= 0) || !(o->lr > 0) || !(o->val_frac > 0 && o->val_frac < 1))
+        o->batch > 65536 || o->threads < 0 || o->threads > 64 || !(o->omega >= 0) || !(o->lr > 0) || !(o->val_frac > 0 && o->val_frac < 1))
         return df_error_set(err, DF_EINVAL, "add-anchors: an option is out of range");
     if (!strcmp(model_path, out_path))
         return df_error_set(err, DF_EINVAL, "add-anchors: write the model to another file than %s", model_path);
@@ -307,8 +358,7 @@ int df_rigapprox_add_anchors(const char *model_path, const df_rigdata_t *d, cons
             if ((rc = df_mlp_new(L, dims, o->seed + 7919 + (uint64_t)best, &t.nets[a], err))) goto done;
             t.A++, t.n_own++;
         }
-        for (int64_t a = first; a < t.A; a++)
-            if ((rc = aa_train_one(&t, a, err))) goto done;
+        if ((rc = aa_train_range(&t, first, err))) goto done;
         df_ramodel_t m2 = m;
         m2.na = t.A, m2.anchors = t.anchors, m2.anc_off = t.off, m2.anc_idx = t.idx, m2.anc_nets = t.nets;
         if (o->omega > 0) m2.omega = o->omega;

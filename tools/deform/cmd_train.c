@@ -15,6 +15,7 @@
  *   deform train --add-anchors K --from REPO/NAME DATA.safetensors --out REPO/NAME2
  *         [--rounds 4] [--anchor-radius 0.01] [--epochs 100] [--batch 32] [--lr 1e-3] [--seed 1]
  *         [--omega W]  (the written model's anchor weight; default: the model's)
+ *         [--threads N]  (mini-networks trained in parallel; same result)
  *         (error-driven anchors: K more anchors where the trained model's error is largest)
  *
  * Training writes REPO/NAME/config.json and REPO/NAME/1/model.safetensors
@@ -48,7 +49,8 @@ static int usage(void)
             "         [--heatmap OUT.ppm --pose I [--heatmap-max PCT]] [--errors OUT.npy] [--positions OUT.npy]\n"
             "       deform train --breakdown MODEL.safetensors DATA.safetensors\n"
             "       deform train --add-anchors K --from REPO/NAME DATA.safetensors --out REPO/NAME2\n"
-            "         [--rounds R] [--anchor-radius F] [--epochs E] [--batch B] [--lr R] [--seed S] [--omega W]\n");
+            "         [--rounds R] [--anchor-radius F] [--epochs E] [--batch B] [--lr R] [--seed S] [--omega W]\n"
+            "         [--threads N]\n");
     return 2;
 }
 
@@ -474,6 +476,7 @@ int cmd_train(int argc, char **argv)
         else if (!strcmp(a, "--add-anchors")) ao.add = atoi(v);
         else if (!strcmp(a, "--from")) from = v;
         else if (!strcmp(a, "--rounds")) ao.rounds = atoi(v);
+        else if (!strcmp(a, "--threads")) ao.threads = atoi(v);
         else if (!strcmp(a, "--anchor-radius")) ao.radius = atof(v);
         else if (!strcmp(a, "--pos-epochs")) o.pos_epochs = atoi(v);
         else if (!strcmp(a, "--pos-lr")) o.pos_lr = (float)atof(v);
