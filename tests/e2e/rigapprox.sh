@@ -25,7 +25,7 @@
 # error-driven anchors (deform train --add-anchors): a second model in the
 # same repository, served and evaluated like the first
 "$BIN/deform" train --add-anchors 3 --from "$T/repo/tinyra" "$T/data.st" --out "$T/repo/tinyra_aa" --rounds 1 \
-    --epochs 5 >"$T/aa.log" 2>&1 && grep -q "round 1: 3 anchors added" "$T/aa.log" && ok ra-add-anchors \
+    --epochs 5 >"$T/aa.log" 2>&1 && grep -q "round 1/1: 3 anchors added" "$T/aa.log" && ok ra-add-anchors \
     || { cat "$T/aa.log"; fail ra-add-anchors; }
 "$BIN/deform" train --evaluate "$T/repo/tinyra_aa" "$T/data.st" --positions "$T/offline_aa.npy" >"$T/eval_aa.log" 2>&1 \
     && ok ra-add-anchors-eval || { cat "$T/eval_aa.log"; fail ra-add-anchors-eval; }
