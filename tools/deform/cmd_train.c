@@ -426,7 +426,7 @@ int cmd_train(int argc, char **argv)
     df_ratrain_opts_default(&o);
     const char *data = NULL, *out = NULL, *eval = NULL, *recon = NULL, *heat = NULL, *errs = NULL, *posn = NULL;
     const char *brk = NULL, *from = NULL;
-    int pose = 0, epochs_set = 0, batch_set = 0;
+    int pose = 0, epochs_set = 0, batch_set = 0, lr_set = 0;
     df_raanchor_opts_t ao;
     df_raanchor_opts_default(&ao);
     for (int i = 1; i < argc; i++) {
@@ -481,7 +481,7 @@ int cmd_train(int argc, char **argv)
         else if (!strcmp(a, "--pos-epochs")) o.pos_epochs = atoi(v);
         else if (!strcmp(a, "--pos-lr")) o.pos_lr = (float)atof(v);
         else if (!strcmp(a, "--batch")) o.batch = atoi(v), batch_set = 1;
-        else if (!strcmp(a, "--lr")) o.lr = o.lr_anchor = (float)atof(v);
+        else if (!strcmp(a, "--lr")) o.lr = o.lr_anchor = (float)atof(v), lr_set = 1;
         else if (!strcmp(a, "--val")) o.val_frac = atof(v);
         else if (!strcmp(a, "--patience")) o.patience = atoi(v);
         else if (!strcmp(a, "--seed")) o.seed = strtoull(v, NULL, 10);
@@ -494,7 +494,8 @@ int cmd_train(int argc, char **argv)
         if (!data || !out || !from || ao.add < 1) return usage();
         if (epochs_set) ao.epochs = o.epochs;
         if (batch_set) ao.batch = o.batch;
-        ao.lr = o.lr, ao.seed = o.seed, ao.verbose = o.verbose;
+        if (lr_set) ao.lr = o.lr; /* not --sgd's 1e-2: the anchors train with Adam */
+        ao.seed = o.seed, ao.verbose = o.verbose;
         return add_anchors(from, data, out, &ao);
     }
     if (eval) return data ? evaluate(eval, data, recon, heat, pose, errs, posn) : usage();
