@@ -10,13 +10,14 @@
 #   make format     clang-format the tree
 #
 # Sources are discovered by directory, so adding a file needs no Makefile edit:
-#   core/*.c            -> $(B)/libdfcore.a
+#   core/**/*.c         -> $(B)/libdfcore.a (core/<folder>/: base, math, one per kind)
 #   proto/*.c           -> $(B)/libdfproto.a
 #   server/*.c          -> bin/deformd
 #   tools/deform/*.c    -> bin/deform
 #   clients/c/lib/*.c   -> $(B)/libdeformclient.a, $(B)/libdeformclient.so
 #   clients/c/deformctl/*.c -> bin/deformctl
-#   tests/unit/<dir>/test_*.c -> $(B)/tests/<dir>/test_* (one binary each)
+#   tests/unit/**/test_*.c -> $(B)/tests/**/test_* (one binary each; the tree mirrors
+#                         the source tree, e.g. tests/unit/core/rigged/test_rigged.c)
 #   bench/*.c           -> $(B)/bench/* (one binary each)
 
 B        ?= build
@@ -32,13 +33,13 @@ LDLIBS_CORE = -ljansson -lopenblas -lcholmod -lm -lpthread
 LDLIBS_SRV  = -lmicrohttpd -luv $(LDLIBS_CORE)
 LDLIBS_ALL  = -lassimp -lmicrohttpd -luv -lcurl $(LDLIBS_CORE)
 
-CORE_SRC   := $(wildcard core/*.c)
+CORE_SRC   := $(sort $(shell find core -name '*.c'))
 PROTO_SRC  := $(wildcard proto/*.c)
 SERVER_SRC := $(wildcard server/*.c)
 TOOL_SRC   := $(wildcard tools/deform/*.c)
 CLIENT_SRC := $(wildcard clients/c/lib/*.c)
 CTL_SRC    := $(wildcard clients/c/deformctl/*.c)
-TEST_SRC   := $(wildcard tests/unit/*/test_*.c)
+TEST_SRC   := $(sort $(shell find tests/unit -name 'test_*.c'))
 TESTLIB_SRC:= $(wildcard tests/lib/*.c)
 BENCH_SRC  := $(wildcard bench/*.c)
 
@@ -92,7 +93,7 @@ $(LIBPROTO): $(PROTO_OBJ)
 	rm -f $@ && ar rcs $@ $^ $(if $^,,)
 # The client libraries carry the few core files the codec needs (errors,
 # dtypes/float16, npy), so a client links nothing of the daemon.
-CLIENT_CORE := core/error.c core/dtype.c core/npy.c
+CLIENT_CORE := core/base/error.c core/base/dtype.c core/base/npy.c
 $(LIBCLIENT): $(CLIENT_OBJ) $(LIBPROTO) $(call obj,$(CLIENT_CORE))
 	rm -f $@ && ar rcs $@ $(CLIENT_OBJ) $(PROTO_OBJ) $(call obj,$(CLIENT_CORE))
 $(SOCLIENT): $(CLIENT_PIC) $(patsubst %.c,$(B)/pic/%.o,$(PROTO_SRC) $(CLIENT_CORE))
@@ -101,7 +102,7 @@ $(SOCLIENT): $(CLIENT_PIC) $(patsubst %.c,$(B)/pic/%.o,$(PROTO_SRC) $(CLIENT_COR
 $(BIN)/deformd: $(SERVER_OBJ) $(LIBPROTO) $(LIBCORE)
 	@mkdir -p $(BIN)
 	$(CC) $(ALLCFLAGS) -o $@ $(SERVER_OBJ) $(LIBPROTO) -Wl,--whole-archive $(LIBCORE) -Wl,--no-whole-archive $(LDLIBS_SRV)
-# whole-archive: kinds are weakly referenced by core/kinds.c, so nothing else pulls them in
+# whole-archive: kinds are weakly referenced by core/base/kinds.c, so nothing else pulls them in
 $(BIN)/deform: $(TOOL_OBJ) $(LIBCORE)
 	@mkdir -p $(BIN)
 	$(CC) $(ALLCFLAGS) -o $@ $(TOOL_OBJ) -Wl,--whole-archive $(LIBCORE) -Wl,--no-whole-archive -lassimp $(LDLIBS_CORE)

@@ -21,8 +21,8 @@
  * pinned to one thread. Nothing here is asserted: benchmarks measure.
  */
 #include "df.h"
-#include "mathx.h"
-#include "skin.h"
+#include "math/mathx.h"
+#include "math/skin.h"
 
 #include <cblas.h>
 #include <math.h>

@@ -26,9 +26,9 @@
  *     side (bench/bench_rigapprox_torch.py), so both run the same weights.
  */
 #include "df.h"
-#include "laplacian.h"
-#include "nn.h"
-#include "rigapprox.h"
+#include "math/laplacian.h"
+#include "math/nn.h"
+#include "rigapprox/rigapprox.h"
 
 #include <cblas.h>
 #include <math.h>

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """bench_rigapprox_torch.py — the PyTorch side of `make bench-rigapprox`.
 
-Runs the same rigapprox chain as core/kind_rigapprox.c (dense-folded
+Runs the same rigapprox chain as core/rigapprox/kind_rigapprox.c (dense-folded
 reconstruction) on the same weights, on one thread (torch.set_num_threads(1),
 the daemon's OpenBLAS setting): features (Eq. 9; local joint matrices when
 the model has joint_parents) -> differential MLP -> PCA

@@ -265,8 +265,8 @@ size_t df_scratch_capacity(const df_scratch_t *s);
 /* ----------------------------------------------------------------- kinds */
 
 /* A model kind. Implementations live in core/kind_<name>.c and are listed in
- * core/kinds.c. load() fills the model through the df__model_* setters in
- * core/model_internal.h. */
+ * core/base/kinds.c. load() fills the model through the df__model_* setters in
+ * core/base/model_internal.h. */
 typedef struct df_kind {
     const char *name;
     int (*load)(df_model_t *m, const df_st_t *st, const char *params_json,

@@ -1,5 +1,5 @@
 /* fuzz_config.c — libFuzzer driver for the repository config.json parser
- * (df__repo_parse_config in core/repo.c, the function behind
+ * (df__repo_parse_config in core/base/repo.c, the function behind
  * df_repo_read_config). Accepted configs are checked for the invariants the
  * server relies on: a non-empty kind, batching knobs in range, characters
  * with at most DF_MAX_IO defaults and a known encoding; then freed.
@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* core/repo.c (internal) */
+/* core/base/repo.c (internal) */
 int df__repo_parse_config(const char *text, size_t len, const char *name,
                           df_model_config_t *cfg, df_error_t *err);
 

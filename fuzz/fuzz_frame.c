@@ -8,7 +8,7 @@
  * Seeds: tests/data/golden_frames (convert with xxd -r -p after stripping
  * the comments), e.g.
  *   clang -g -O1 -fsanitize=fuzzer,address -D_GNU_SOURCE -Icore -Iproto \
- *     fuzz/fuzz_frame.c proto/frame.c core/error.c core/dtype.c -lm -o build/fuzz_frame
+ *     fuzz/fuzz_frame.c proto/frame.c core/base/error.c core/base/dtype.c -lm -o build/fuzz_frame
  */
 #include "frame.h"
 

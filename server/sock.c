@@ -33,7 +33,7 @@
 #include "sock.h"
 
 #include "frame.h"
-#include "model_internal.h"
+#include "base/model_internal.h"
 
 #include <jansson.h>
 #include <pthread.h>

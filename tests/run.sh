@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # tests/run.sh — runs every test suite and prints "N passed, N failed".
 #
-# Suites: each unit-test binary under $B/tests (one per tests/unit/<dir>/test_*.c)
+# Suites: each unit-test binary under $B/tests (one per tests/unit/**/test_*.c)
 # and each executable tests/e2e/*.sh (end-to-end: real daemon, real sockets).
 # A suite prints "ok NAME" / "FAIL NAME" lines; they are counted. A suite that
 # exits non-zero or times out without printing a FAIL line counts as one failure.
 # Output of each suite goes to $B/test-logs/<suite>.log; failures are shown.
+# DF_UNIT_FILTER=core/ runs only the unit suites under tests/unit/core/;
+# DF_UNIT_ONLY=1 stops after the unit suites (no end-to-end suites).
 set -u
 cd "$(dirname "$0")/.."
 B=${B:-build}
@@ -44,9 +46,16 @@ run_suite() {
     fi
 }
 
-for t in $(find "$B/tests" -type f -perm -u+x -name 'test_*' 2>/dev/null | sort); do
-    run_suite "unit-$(basename "$(dirname "$t")")-$(basename "$t")" "$t"
+# one binary per source (tests/unit/core/rigged/test_rigged.c -> $B/tests/core/rigged/test_rigged,
+# suite unit-core-rigged-test_rigged); a stale binary whose source moved is not run
+UNIT_FILTER=${DF_UNIT_FILTER:-}
+for src in $(find tests/unit -name 'test_*.c' | sort); do
+    rel=${src#tests/unit/}
+    rel=${rel%.c}
+    case "$rel" in $UNIT_FILTER*) ;; *) continue ;; esac
+    run_suite "unit-${rel//\//-}" "$B/tests/$rel"
 done
+[ -n "${DF_UNIT_ONLY:-}" ] && { echo; echo "$passed passed, $failed failed"; [ "$failed" -eq 0 ]; exit; }
 for t in tests/e2e/*.sh tests/e2e/*.py; do
     [ -x "$t" ] || continue
     run_suite "e2e-$(basename "$t")" "$t"

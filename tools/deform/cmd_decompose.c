@@ -1,5 +1,5 @@
 /* cmd_decompose.c — `deform decompose`: skinning decomposition of an animated
- * mesh into a servable `rigged` model (core/decompose.h does the fitting).
+ * mesh into a servable `rigged` model (core/decompose/decompose.h does the fitting).
  *
  *   deform decompose INPUT --bones B --repository DIR --name NAME
  *       [--max-influences K] [--iters N] [--threads T] [--clip NAME]
@@ -32,7 +32,7 @@
  * the written model is loaded back and its clip replayed through the rigged
  * kind, and the replay error is printed with the four metrics.
  */
-#include "decompose.h"
+#include "decompose/decompose.h"
 #include "import.h"
 
 #include <assimp/cimport.h>

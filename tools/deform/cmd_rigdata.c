@@ -1,5 +1,5 @@
 /* cmd_rigdata.c — `deform rigdata`: generate a rig-approximation dataset
- * with the C reference deformer stack (core/refdeformer.h).
+ * with the C reference deformer stack (core/rigapprox/refdeformer.h).
  *
  *   deform rigdata (--rigged MODEL.safetensors | --tiny RINGS,SEGMENTS)
  *                  --out DATA.safetensors [--samples N] [--seed S]
@@ -12,7 +12,7 @@
  * is documented in docs/rigapprox.md.
  */
 #include "df.h"
-#include "refdeformer.h"
+#include "rigapprox/refdeformer.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -24,9 +24,9 @@
  * mean / max vertex error, absolute and in % of the character height.
  */
 #include "df.h"
-#include "laplacian.h"
-#include "nn.h"
-#include "rigapprox.h"
+#include "math/laplacian.h"
+#include "math/nn.h"
+#include "rigapprox/rigapprox.h"
 
 #include <cblas.h>
 #include <errno.h>

@@ -1,0 +1,454 @@
+/* rigged_eval.c — evaluation of a `rigged` model for a batch of poses.
+ *
+ * DESIGN
+ * Order of work for a batch of B poses:
+ *  1. validate every pose's inputs and flags first (finite values, non-zero
+ *     quaternions, not both LBS and DQS), so a bad pose fails the batch
+ *     before any output is written, with the pose and input named;
+ *  2. morph targets for the whole batch as ONE GEMM: the deltas tensor
+ *     [M,N,3] is already a column-major 3N x M matrix; load appended the
+ *     rest positions as column M, so with the weights of the Bm poses that
+ *     have non-zero weights gathered into an (M+1) x Bm matrix (last row 1)
+ *     one GEMM with beta = 0 yields the morphed positions: no copy pass.
+ *     Bm == 1 uses sgemv (sgemm at n=1 is 4-6x slower, MEASUREMENTS.md).
+ *     Poses without weights read the rest positions directly;
+ *  3. per pose: FK (world_j = world_parent * T R S), skin matrices
+ *     S_j = world_j * inverse_bind_j, then the LBS or DQS kernel (skin.c).
+ * Scratch holds everything (morph results, weight matrix, joint data); the
+ * function allocates nothing.
+ */
+#include "math/mathx.h"
+#include "rigged/rigged_internal.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef DF_RIG_PACKED
+#include <immintrin.h>
+#endif
+
+#define E(code, ...) df_error_set(err, code, __VA_ARGS__)
+
+static size_t al16(size_t n) { return (n + 15) & ~(size_t)15; } /* floats */
+
+static size_t pos_stride(const df__rig_t *r) { return al16((size_t)r->N * 3 + 4); }
+
+size_t df__rig_scratch_bytes(const df_model_t *m, int n)
+{
+    const df__rig_t *r = m->impl;
+    size_t J = (size_t)r->J, B = (size_t)n;
+    size_t fl = 0;
+    if (r->M > 0) fl += B * pos_stride(r) + al16((size_t)(r->M + 1) * B);
+    if (r->ndeltas) fl += B * pos_stride(r); /* morphed normals */
+#ifdef DF_RIG_PACKED
+    if (r->M > 0) fl += al16((size_t)(r->M + 1) * B); /* weights regrouped per tile */
+#endif
+    fl += pos_stride(r);                 /* positions sink */
+    fl += al16(J * 12) * 2 + al16(J * 16) * 2 + al16(J * 8);
+    fl += al16(B);                       /* morph column of each pose */
+    return fl * sizeof(float) + 64;
+}
+
+void df__rig_skin_matrices(const df__rig_t *r, const float *rot,
+                           const float *tr, const float *mat, float *world,
+                           float *skin)
+{
+    for (int64_t j = 0; j < r->J; j++) {
+        float *wj = world + 12 * j;
+        if (mat) {
+            memcpy(wj, mat + 12 * j, 12 * sizeof(float));
+        } else {
+            float q[4], local[12];
+            memcpy(q, rot ? rot + 4 * j : r->rest_q + 4 * j, sizeof q);
+            if (rot) df_quat_normalize(q);
+            const float *t = tr ? tr + 3 * j : r->rest_t + 3 * j;
+            df_m34_from_trs(t, q, r->rest_s + 3 * j, local);
+            int32_t p = r->parents[j];
+            if (p >= 0)
+                df_m34_mul(world + 12 * p, local, wj);
+            else
+                memcpy(wj, local, sizeof local);
+        }
+        df_m34_mul(wj, r->ibm + 12 * j, skin + 12 * j);
+    }
+}
+
+static const float *pose_in(const df_batch_t *b, int idx, int p)
+{
+    if (idx < 0 || !b->in[idx]) return NULL;
+    return b->in[idx][p];
+}
+
+/* ---- morph GEMM on pre-packed deltas (AVX-512 builds) ----------------
+ * OpenBLAS (0.3.21 picks its Haswell AVX2 kernel on this AMD EPYC) copies
+ * ("itcopy") the whole 3N x (M+1) delta matrix into its panel layout on
+ * every call: a quarter of the GEMM time at batch 32 (perf). Here the
+ * deltas are packed once at load into that kind of layout — panels of
+ * DF_RIG_PANEL rows, for each k the panel's rows contiguous — and one
+ * AVX-512 kernel computes a 32-row x T-pose tile with 2T accumulators.
+ * Panels are the outer loop, so a panel (32 x (M+1) floats, 131 KB at
+ * M = 1024) is read from memory once per batch and reused from L2 by every
+ * tile of poses. Measured against cblas_sgemm of the same shape in
+ * docs/performance.md. */
+#ifdef DF_RIG_PACKED
+size_t df__rig_packed_floats(int64_t n3, int64_t m1)
+{
+    return (size_t)((n3 + DF_RIG_PANEL - 1) / DF_RIG_PANEL) * DF_RIG_PANEL * (size_t)m1;
+}
+
+void df__rig_pack(const float *a, int64_t n3, int64_t m1, float *out)
+{
+    int64_t np = (n3 + DF_RIG_PANEL - 1) / DF_RIG_PANEL;
+    for (int64_t p = 0; p < np; p++)
+        for (int64_t k = 0; k < m1; k++) {
+            float *o = out + ((size_t)p * (size_t)m1 + (size_t)k) * DF_RIG_PANEL;
+            for (int r = 0; r < DF_RIG_PANEL; r++) {
+                int64_t i = p * DF_RIG_PANEL + r;
+                o[r] = i < n3 ? a[(size_t)k * (size_t)n3 + (size_t)i] : 0.0f;
+            }
+        }
+}
+
+/* One 32-row panel times T poses (wt: [k][T]); writes rows [i0, i0+rn). */
+static inline __attribute__((always_inline)) void
+tile(const float *pa, int64_t m1, const float *wt, int T, float *c, size_t ldc, int rn)
+{
+    __m512 c0[8], c1[8];
+    for (int j = 0; j < T; j++) {
+        c0[j] = _mm512_setzero_ps();
+        c1[j] = _mm512_setzero_ps();
+    }
+    for (int64_t k = 0; k < m1; k++) {
+        __m512 a0 = _mm512_load_ps(pa + k * DF_RIG_PANEL);
+        __m512 a1 = _mm512_load_ps(pa + k * DF_RIG_PANEL + 16);
+        const float *w = wt + k * T;
+        for (int j = 0; j < T; j++) {
+            __m512 bw = _mm512_set1_ps(w[j]);
+            c0[j] = _mm512_fmadd_ps(a0, bw, c0[j]);
+            c1[j] = _mm512_fmadd_ps(a1, bw, c1[j]);
+        }
+    }
+    for (int j = 0; j < T; j++) {
+        float *cc = c + (size_t)j * ldc;
+        if (rn == DF_RIG_PANEL) {
+            _mm512_storeu_ps(cc, c0[j]);
+            _mm512_storeu_ps(cc + 16, c1[j]);
+        } else {
+            float tmp[DF_RIG_PANEL];
+            _mm512_storeu_ps(tmp, c0[j]);
+            _mm512_storeu_ps(tmp + 16, c1[j]);
+            memcpy(cc, tmp, (size_t)rn * sizeof(float));
+        }
+    }
+}
+
+/* One panel times one pose (batching off, B = 1): memory-bound, so four
+ * independent accumulator pairs and a prefetch 2 KB ahead keep enough loads
+ * in flight (a single pair measured 20 % slower than sgemv). */
+static void tile1(const float *pa, int64_t m1, const float *w, float *c, int rn)
+{
+    __m512 a[8];
+    for (int j = 0; j < 8; j++) a[j] = _mm512_setzero_ps();
+    int64_t k = 0;
+    for (; k + 4 <= m1; k += 4) {
+        const float *p = pa + k * DF_RIG_PANEL;
+        _mm_prefetch((const char *)(p + 512), _MM_HINT_T0);
+        _mm_prefetch((const char *)(p + 512 + 64), _MM_HINT_T0);
+        for (int u = 0; u < 4; u++) {
+            __m512 bw = _mm512_set1_ps(w[k + u]);
+            a[2 * u] = _mm512_fmadd_ps(_mm512_load_ps(p + u * DF_RIG_PANEL), bw, a[2 * u]);
+            a[2 * u + 1] = _mm512_fmadd_ps(_mm512_load_ps(p + u * DF_RIG_PANEL + 16), bw, a[2 * u + 1]);
+        }
+    }
+    for (; k < m1; k++) {
+        __m512 bw = _mm512_set1_ps(w[k]);
+        a[0] = _mm512_fmadd_ps(_mm512_load_ps(pa + k * DF_RIG_PANEL), bw, a[0]);
+        a[1] = _mm512_fmadd_ps(_mm512_load_ps(pa + k * DF_RIG_PANEL + 16), bw, a[1]);
+    }
+    __m512 c0 = _mm512_add_ps(_mm512_add_ps(a[0], a[2]), _mm512_add_ps(a[4], a[6]));
+    __m512 c1 = _mm512_add_ps(_mm512_add_ps(a[1], a[3]), _mm512_add_ps(a[5], a[7]));
+    float tmp[DF_RIG_PANEL];
+    _mm512_storeu_ps(tmp, c0);
+    _mm512_storeu_ps(tmp + 16, c1);
+    memcpy(c, tmp, (size_t)rn * sizeof(float));
+}
+
+/* C (n3 x nm, column stride ldc) = packed deltas * W (m1 x nm, column
+ * stride m1). wt: scratch of m1 * nm floats (W regrouped per tile). */
+static void packed_gemm(const float *pk, int64_t n3, int64_t m1, const float *W, int nm,
+                        float *C, size_t ldc, float *wt)
+{
+    /* tiles of 8 poses, then 4, 2, 1; a tile's weights at wt + j0 * m1 */
+#define TILE_T(j0) (nm - (j0) >= 8 ? 8 : nm - (j0) >= 4 ? 4 : nm - (j0) >= 2 ? 2 : 1)
+    for (int j0 = 0, T; j0 < nm; j0 += T) {
+        T = TILE_T(j0);
+        for (int64_t k = 0; k < m1; k++)
+            for (int j = 0; j < T; j++) wt[(size_t)j0 * m1 + k * T + j] = W[(size_t)(j0 + j) * m1 + k];
+    }
+    int64_t np = (n3 + DF_RIG_PANEL - 1) / DF_RIG_PANEL;
+    if (nm == 1) {
+        for (int64_t p = 0; p < np; p++) {
+            int64_t i0 = p * DF_RIG_PANEL;
+            tile1(pk + (size_t)p * (size_t)m1 * DF_RIG_PANEL, m1, W, C + i0,
+                  n3 - i0 < DF_RIG_PANEL ? (int)(n3 - i0) : DF_RIG_PANEL);
+        }
+        return;
+    }
+    for (int64_t p = 0; p < np; p++) {
+        const float *pa = pk + (size_t)p * (size_t)m1 * DF_RIG_PANEL;
+        int64_t i0 = p * DF_RIG_PANEL;
+        int rn = n3 - i0 < DF_RIG_PANEL ? (int)(n3 - i0) : DF_RIG_PANEL;
+        for (int j0 = 0, T; j0 < nm; j0 += T) {
+            T = TILE_T(j0);
+            const float *w = wt + (size_t)j0 * m1;
+            float *c = C + (size_t)j0 * ldc + i0;
+            switch (T) {
+            case 8: tile(pa, m1, w, 8, c, ldc, rn); break;
+            case 4: tile(pa, m1, w, 4, c, ldc, rn); break;
+            case 2: tile(pa, m1, w, 2, c, ldc, rn); break;
+            default: tile(pa, m1, w, 1, c, ldc, rn); break;
+            }
+        }
+    }
+#undef TILE_T
+}
+#endif
+
+static int check_finite(const float *x, int64_t n, int p, const char *name,
+                        df_error_t *err)
+{
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite(x[i]))
+            return E(DF_EINVAL, "pose %d: input '%s' element %lld is not "
+                                "finite", p, name, (long long)i);
+    return DF_OK;
+}
+
+static int validate(const df__rig_t *r, const df_batch_t *b, df_error_t *err)
+{
+    int rc;
+    for (int p = 0; p < b->n; p++) {
+        uint32_t fl = b->flags ? b->flags[p] : 0;
+        if ((fl & DF_POSE_LBS) && (fl & DF_POSE_DQS))
+            return E(DF_EINVAL, "pose %d: flags ask for both LBS and DQS", p);
+        const float *w = pose_in(b, r->in_w, p);
+        const float *q = pose_in(b, r->in_rot, p);
+        const float *t = pose_in(b, r->in_tr, p);
+        const float *mt = pose_in(b, r->in_mat, p);
+        if (w && (rc = check_finite(w, r->M, p, "weights", err))) return rc;
+        if (t && (rc = check_finite(t, r->J * 3, p, "joint_translations", err)))
+            return rc;
+        if (mt && (rc = check_finite(mt, r->J * 12, p, "joint_matrices", err)))
+            return rc;
+        if (q) {
+            if ((rc = check_finite(q, r->J * 4, p, "joint_rotations", err)))
+                return rc;
+            for (int64_t j = 0; j < r->J; j++) {
+                const float *x = q + 4 * j;
+                double n = sqrt((double)x[0] * x[0] + (double)x[1] * x[1] +
+                                (double)x[2] * x[2] + (double)x[3] * x[3]);
+                if (!(n > 1e-6))
+                    return E(DF_EINVAL,
+                             "pose %d: input 'joint_rotations' joint %lld: "
+                             "quaternion norm %g (must be > 1e-6)",
+                             p, (long long)j, n);
+            }
+        }
+    }
+    return DF_OK;
+}
+
+/* DQS inputs for one pose: rigid part as dual quaternions, scale/shear part
+ * in skin-matrix layout. Returns 1 when some joint is not rigid. */
+static int dqs_prepare(const df__rig_t *r, const float *skin, float *dq,
+                       float *lin)
+{
+    int any = 0;
+    static const float ident[12] = {1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0};
+    for (int64_t j = 0; j < r->J; j++) {
+        const float *s = skin + 12 * j;
+        float L[9], R[9], P[9], q[4], t[3] = {s[3], s[7], s[11]};
+        df_m34_linear(s, L);
+        /* rigid when L^T L = I and det > 0 (to float round-off) */
+        float dev = 0;
+        for (int a = 0; a < 3; a++)
+            for (int c = 0; c < 3; c++) {
+                float d = L[a] * L[c] + L[3 + a] * L[3 + c] +
+                          L[6 + a] * L[6 + c] - (a == c ? 1.0f : 0.0f);
+                dev = fmaxf(dev, fabsf(d));
+            }
+        if (dev < 1e-5f && df_m33_det(L) > 0) {
+            df_quat_from_m33(L, q);
+            df__skin_pack(ident, lin + 16 * j);
+        } else {
+            df_m33_polar(L, R, P); /* mirror/singular: R = I, P = L */
+            df_quat_from_m33(R, q);
+            float pm[12] = {P[0], P[1], P[2], 0, P[3], P[4],
+                            P[5], 0,    P[6], P[7], P[8], 0};
+            df__skin_pack(pm, lin + 16 * j);
+            any = 1;
+        }
+        df_dq_from_qt(q, t, dq + 8 * j);
+    }
+    return any;
+}
+
+/* C[:, 0..nm) = A (3N x M1, the load-time layout) x W (M1 x nm). Wt:
+ * scratch for the packed kernel's regrouped weights. */
+static void morph_gemm(const float *A, size_t N3, size_t M1, const float *W, int nm,
+                       float *C, size_t ldc, float *Wt)
+{
+    if (nm <= 0) return;
+#ifdef DF_RIG_PACKED
+    packed_gemm(A, (int64_t)N3, (int64_t)M1, W, nm, C, ldc, Wt);
+#else
+    (void)Wt;
+    if (nm == 1)
+        cblas_sgemv(CblasColMajor, CblasNoTrans, (int)N3, (int)M1, 1.0f, A, (int)N3, W, 1,
+                    0.0f, C, 1);
+    else
+        cblas_sgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, (int)N3, nm, (int)M1, 1.0f, A,
+                    (int)N3, W, (int)M1, 0.0f, C, (int)ldc);
+#endif
+}
+
+/* Rows of v (n x 3) to unit length; zero rows stay zero. */
+static void normalize3(float *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        float *x = v + 3 * i;
+        double l = sqrt((double)x[0] * x[0] + (double)x[1] * x[1] + (double)x[2] * x[2]);
+        if (l > 1e-20)
+            for (int d = 0; d < 3; d++) x[d] = (float)(x[d] / l);
+        else
+            x[0] = x[1] = x[2] = 0.0f;
+    }
+}
+
+int df__rig_evaluate(const df_model_t *m, const df_batch_t *b, void *scratch,
+                     df_error_t *err)
+{
+    const df__rig_t *r = m->impl;
+    int rc = validate(r, b, err);
+    if (rc) return rc;
+    const int B = b->n;
+    const size_t N3 = (size_t)r->N * 3, J = (size_t)r->J, M = (size_t)r->M;
+    const size_t ps = pos_stride(r);
+
+    /* carve scratch (64-byte aligned base, 16-float aligned regions) */
+    float *s = (float *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
+    float *C = NULL, *Wm = NULL, *Cn = NULL;
+    if (M > 0) {
+        C = s;
+        s += (size_t)B * ps;
+        if (r->ndeltas) {
+            Cn = s;
+            s += (size_t)B * ps;
+        }
+        Wm = s;
+        s += al16((M + 1) * (size_t)B);
+    }
+#ifdef DF_RIG_PACKED
+    float *Wt = s;
+    if (M > 0) s += al16((M + 1) * (size_t)B);
+#else
+    float *Wt = NULL; /* cblas needs no regrouped weights */
+#endif
+    float *sink = s;
+    s += ps;
+    float *world = s;
+    s += al16(J * 12);
+    float *skin = s;
+    s += al16(J * 12);
+    float *packed = s;
+    s += al16(J * 16);
+    float *lin = s;
+    s += al16(J * 16);
+    float *dq = s;
+    s += al16(J * 8);
+    int32_t *col = (int32_t *)s;
+
+    /* 1. morph targets: one GEMM for the batch. A has M+1 columns (rest
+     * last), each pose's weight column ends with 1, beta = 0. With no
+     * skeleton the result is the output: when there is one pose, or the
+     * output buffers are evenly spaced (a contiguous batch array), the GEMM
+     * writes straight into them. */
+    const size_t M1 = M + 1;
+    int nm = 0;
+    for (int p = 0; p < B; p++) {
+        col[p] = -1;
+        const float *w = pose_in(b, r->in_w, p);
+        if (!w) continue;
+        size_t i;
+        for (i = 0; i < M && w[i] == 0.0f; i++) {}
+        if (i == M) continue; /* all zero: rest */
+        col[p] = nm;
+        memcpy(Wm + (size_t)nm * M1, w, M * sizeof(float));
+        Wm[(size_t)nm * M1 + M] = 1.0f;
+        nm++;
+    }
+    float *dst = C;
+    size_t ldc = ps;
+    int direct = 0;
+    if (nm > 0 && J == 0 && b->out[0]) {
+        /* direct when the poses with weights have outputs at a fixed stride */
+        float *first = NULL;
+        int64_t stride = 0, ok = 1, k = 0;
+        for (int p = 0; p < B && ok; p++) {
+            if (col[p] < 0) continue;
+            float *o = b->out[0][p];
+            if (k == 0) first = o;
+            else if (k == 1) stride = o - first;
+            if (k >= 1 && o != first + stride * k) ok = 0;
+            k++;
+        }
+        if (ok && (nm == 1 || stride >= (int64_t)N3)) {
+            direct = 1;
+            dst = first;
+            ldc = nm == 1 ? N3 : (size_t)stride;
+        }
+    }
+    morph_gemm(r->deltas, N3, M1, Wm, nm, dst, ldc, Wt);
+    /* the normals of morphed poses: the same GEMM on the normal deltas
+     * (rest normals as the last column), when normals are wanted; the
+     * skinning normalises what it is given */
+    int morph_n = 0;
+    if (Cn && nm > 0 && b->out[1])
+        for (int p = 0; p < B && !morph_n; p++) morph_n = col[p] >= 0 && b->out[1][p];
+    if (morph_n) morph_gemm(r->ndeltas, N3, M1, Wm, nm, Cn, ps, Wt);
+
+    /* 2-3. per pose: FK, skin matrices, skinning */
+    for (int p = 0; p < B; p++) {
+        const float *src = col[p] >= 0 ? C + (size_t)col[p] * ps : r->rest;
+        float *op = b->out[0] ? b->out[0][p] : NULL;
+        float *on = b->out[1] ? b->out[1][p] : NULL;
+        const float *nin = morph_n && col[p] >= 0 ? Cn + (size_t)col[p] * ps : r->rest_nrm;
+        if (J == 0) {
+            if (op && !(direct && col[p] >= 0))
+                memcpy(op, src, N3 * sizeof(float));
+            if (on) {
+                memcpy(on, nin, N3 * sizeof(float));
+                if (nin != r->rest_nrm) normalize3(on, (size_t)r->N);
+            }
+            continue;
+        }
+        if (!op && !on) continue;
+        if (!op) op = sink;
+        df__rig_skin_matrices(r, pose_in(b, r->in_rot, p),
+                              pose_in(b, r->in_tr, p),
+                              pose_in(b, r->in_mat, p), world, skin);
+        uint32_t fl = b->flags ? b->flags[p] : 0;
+        int use_dqs = (fl & DF_POSE_DQS) ? 1 : (fl & DF_POSE_LBS) ? 0 : r->dqs;
+        if (!on) nin = NULL;
+        if (!use_dqs) {
+            for (size_t j = 0; j < J; j++)
+                df__skin_pack(skin + 12 * j, packed + 16 * j);
+            df__skin_lbs(&r->skin, packed, src, nin, op, on);
+        } else {
+            int any = dqs_prepare(r, skin, dq, lin);
+            df__skin_dqs(&r->skin, dq, any ? lin : NULL, src, nin, op, on);
+        }
+    }
+    return DF_OK;
+}

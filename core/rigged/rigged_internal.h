@@ -1,0 +1,70 @@
+/* rigged_internal.h — the loaded `rigged` model (core-internal), shared by
+ * kind_rigged.c (load, validation, clips) and rigged_eval.c (evaluation).
+ *
+ * Everything here is immutable after load and owned by the impl (freed by
+ * the kind's destroy). Arrays are copies of the file's tensors, validated
+ * and normalised (unit quaternions, weights summing to exactly 1 in float
+ * accumulation), plus the layouts evaluation wants (padded rest arrays,
+ * blocked influences).
+ */
+#ifndef DF_RIGGED_INTERNAL_H
+#define DF_RIGGED_INTERNAL_H
+
+#include "base/model_internal.h"
+#include "math/skin.h"
+
+typedef struct df__rig_clip {
+    char *name;
+    int64_t F;
+    float *times;  /* [F] increasing */
+    float *rot;    /* [F,J,4] unit, or NULL */
+    float *tr;     /* [F,J,3] or NULL */
+    float *w;      /* [F,M] or NULL */
+    float *mat;    /* [F,J,12] or NULL */
+} df__rig_clip_t;
+
+typedef struct df__rig {
+    int64_t N, T, M, J, K;
+    float *rest;      /* [3N + 4] (padded: kernels read 4 floats/vertex) */
+    float *rest_nrm;  /* [3N + 4] unit (or zero for isolated vertices) */
+    float *deltas;    /* [M+1,N,3] = column-major 3N x (M+1): the morph
+                       * deltas, then the rest positions (weight 1), so one
+                       * GEMM with beta = 0 gives rest + sum w_m d_m.
+                       * DF_RIG_PACKED builds: packed in panels of
+                       * DF_RIG_PANEL rows instead (df__rig_pack) */
+    float *ndeltas;   /* the same layout for the normals: morph_normal_deltas
+                       * then the rest normals; NULL when the file has no
+                       * morph_normal_deltas (morphs then keep the rest
+                       * normals) */
+    int32_t *parents; /* [J] */
+    float *rest_t;    /* [J,3] */
+    float *rest_q;    /* [J,4] unit */
+    float *rest_s;    /* [J,3] */
+    float *ibm;       /* [J,12] affine part of inverse_bind_matrices */
+    df__skin_t skin;
+    int dqs;          /* default skinning: 1 = DQS, 0 = LBS */
+    /* input indices (-1 when the model has no such input) */
+    int in_w, in_rot, in_tr, in_mat;
+    size_t n_clips;
+    df__rig_clip_t *clips;
+} df__rig_t;
+
+/* rigged_eval.c */
+/* AVX-512 builds evaluate the morph GEMM with their own kernel on deltas
+ * packed at load (rigged_eval.c); others call OpenBLAS. */
+#if defined(__AVX512F__)
+#define DF_RIG_PACKED 1
+#endif
+#define DF_RIG_PANEL 32
+size_t df__rig_packed_floats(int64_t n3, int64_t m1);
+void df__rig_pack(const float *colmajor, int64_t n3, int64_t m1, float *out);
+size_t df__rig_scratch_bytes(const df_model_t *m, int n);
+int df__rig_evaluate(const df_model_t *m, const df_batch_t *b, void *scratch,
+                     df_error_t *err);
+/* Skin matrices of one pose: S_j = world_j * ibm_j, row-major 3x4 [J,12].
+ * rot/tr/mat as the inputs (NULL = rest); world: [J,12] workspace. */
+void df__rig_skin_matrices(const df__rig_t *r, const float *rot,
+                           const float *tr, const float *mat, float *world,
+                           float *skin);
+
+#endif

@@ -1,0 +1,758 @@
+/* test_rigapprox.c — training, model file, served evaluation, bad datasets.
+ *
+ * References: the served model (df_model_evaluate, dense and sparse
+ * reconstruction, batch 1 and batch 5) is compared with an offline forward
+ * pass written here with plain loops from the model file's tensors (features,
+ * MLPs, PCA layer, anchor mini-networks, LBS), the reconstruction done by the
+ * sparse solver; training is run twice with one seed (identical files) and
+ * once interrupted + resumed from a checkpoint (identical again). Local
+ * joint features are computed here from the world matrices and the file's
+ * joint_parents; a world-feature model (no joint_parents) still serves. The
+ * last-layer refit is checked against a dense least-squares solve; the
+ * position-space fine-tuning must lower the error on held-out poses.
+ */
+#include "dftest.h"
+#include "df.h"
+#include "math/laplacian.h"
+#include "rigapprox/refdeformer.h"
+#include "rigapprox/rigapprox.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static char dir[512];
+
+static const char *path(const char *name)
+{
+    static char b[8][700];
+    static int k;
+    k = (k + 1) % 8;
+    snprintf(b[k], sizeof b[k], "%s/%s", dir, name);
+    return b[k];
+}
+
+static void small_opts(df_ratrain_opts_t *o)
+{
+    df_ratrain_opts_default(o);
+    o->n_hidden = 2, o->hidden = 24, o->anchor_hidden_layers = 2, o->anchor_width = 12;
+    o->epochs = 6, o->batch = 32, o->verbose = 0, o->anchor_frac = 0.05, o->pca_frac = 0.1;
+    o->seed = 5;
+}
+
+static unsigned char *slurp(const char *p, size_t *n)
+{
+    FILE *f = fopen(p, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    *n = (size_t)ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *b = malloc(*n + 1);
+    if (b && fread(b, 1, *n, f) != *n) { free(b); b = NULL; }
+    fclose(f);
+    return b;
+}
+
+static int same_file(const char *a, const char *b)
+{
+    size_t na = 0, nb = 0;
+    unsigned char *x = slurp(a, &na), *y = slurp(b, &nb);
+    int same = x && y && na == nb && memcmp(x, y, na) == 0;
+    free(x), free(y);
+    return same;
+}
+
+/* n poses of the tiny reference rig with this seed (influence from
+ * `influence` poses) written to DF_TEST_OUT/name. */
+static int make_dataset_n(int n, uint64_t seed, int influence, const char *name)
+{
+    df_refrig_opts_t o;
+    df_refrig_opts_default(&o);
+    o.n_controls = 4, o.n_combos = 2;
+    df_refrig_t *r = NULL;
+    df_error_t err = {0};
+    int rc = df_refrig_tiny(8, 6, &o, &r, &err);
+    if (!rc) rc = df_refrig_write_dataset(r, n, seed, 0, influence, path(name), &err);
+    df_refrig_free(&r);
+    if (rc) fprintf(stderr, "dataset: %s\n", err.msg);
+    return rc;
+}
+
+static int make_dataset(void) { return make_dataset_n(160, 11, 4, "ra_tiny.safetensors"); }
+
+static void test_training_reproducible(void)
+{
+    df_rigdata_t d;
+    df_error_t err = {0};
+    int rc = df_rigdata_open(path("ra_tiny.safetensors"), &d, &err);
+    DF_CHECK_MSG(rc == 0, "%s", err.msg);
+    if (rc) return;
+    df_ratrain_opts_t o;
+    small_opts(&o);
+    df_ratrain_report_t rep;
+    DF_CHECK(df_rigapprox_train(&d, &o, path("ra_a.safetensors"), &rep, &err) == 0);
+    DF_CHECK(rep.n_anchors >= 1 && rep.n_pca >= 1 && rep.epochs_run == 6);
+    DF_CHECK(df_rigapprox_train(&d, &o, path("ra_b.safetensors"), NULL, &err) == 0);
+    DF_CHECK(same_file(path("ra_a.safetensors"), path("ra_b.safetensors")));
+    /* another seed gives another model */
+    o.seed = 6;
+    DF_CHECK(df_rigapprox_train(&d, &o, path("ra_c.safetensors"), NULL, &err) == 0);
+    DF_CHECK(!same_file(path("ra_a.safetensors"), path("ra_c.safetensors")));
+    /* interrupted after the first epoch (time limit), resumed: same model */
+    o.seed = 5;
+    o.checkpoint = path("ra_ck.safetensors");
+    remove(o.checkpoint);
+    o.time_limit_s = 1e-9;
+    DF_CHECK(df_rigapprox_train(&d, &o, path("ra_d.safetensors"), &rep, &err) == 0);
+    DF_CHECK(rep.epochs_run == 1);
+    o.time_limit_s = 0;
+    o.resume = 1;
+    DF_CHECK(df_rigapprox_train(&d, &o, path("ra_d.safetensors"), &rep, &err) == 0);
+    DF_CHECK(rep.epochs_run == 6);
+    DF_CHECK(same_file(path("ra_a.safetensors"), path("ra_d.safetensors")));
+    df_rigdata_close(&d);
+}
+
+/* ---------------------------------------------------- offline reference */
+static const float *T(const df_st_t *st, const char *name)
+{
+    const df_tensor_t *t = df_st_find(st, name);
+    return t ? t->data : NULL;
+}
+
+static void mlp_loops(const df_st_t *st, const char *pre, int layers, const double *in, int nin, double *out,
+                      int *nout)
+{
+    double a[512], b[512];
+    for (int i = 0; i < nin; i++) a[i] = in[i];
+    int n = nin;
+    for (int l = 0; l < layers; l++) {
+        char nm[96];
+        snprintf(nm, sizeof nm, "%s/%d/weight", pre, l);
+        const df_tensor_t *w = df_st_find(st, nm);
+        snprintf(nm, sizeof nm, "%s/%d/bias", pre, l);
+        const float *bb = T(st, nm);
+        int no = (int)w->shape[0];
+        const float *W = w->data;
+        for (int o = 0; o < no; o++) {
+            double s = bb[o];
+            for (int i = 0; i < n; i++) s += W[o * n + i] * a[i];
+            b[o] = (l < layers - 1 && s < 0) ? 0 : s;
+        }
+        memcpy(a, b, sizeof(double) * no);
+        n = no;
+    }
+    for (int i = 0; i < n; i++) out[i] = a[i];
+    *nout = n;
+}
+
+static void offline(const df_st_t *st, const float *world, const float *ctl, float *out)
+{
+    const df_tensor_t *rp = df_st_find(st, "rest_positions"), *ib = df_st_find(st, "inverse_bind_matrices");
+    const df_tensor_t *sj = df_st_find(st, "skin_joints"), *pb = df_st_find(st, "pca_basis");
+    const df_tensor_t *av = df_st_find(st, "anchor_vertices"), *tr = df_st_find(st, "triangles");
+    int V = (int)rp->shape[0], J = (int)ib->shape[0], K = (int)sj->shape[1], P = (int)pb->shape[1];
+    int A = (int)av->shape[0], C = (int)df_st_find(st, "control_ranges")->shape[0], F = 12 * J + C;
+    const float *fm = T(st, "feature_mean"), *fs = T(st, "feature_scale");
+    const int32_t *par = (const int32_t *)T(st, "joint_parents"); /* NULL: world features */
+    double x[512], z[512], loc[12 * 64];
+    for (int j = 0; j < J; j++) {
+        const float *M = world + j * 12;
+        if (!par || par[j] < 0) {
+            for (int e = 0; e < 12; e++) loc[j * 12 + e] = M[e];
+            continue;
+        }
+        /* local = world_p^-1 world_j; for a rotation+translation parent
+         * (the tiny rig's joints have unit scale) world_p^-1 = [R^T | -R^T t] */
+        const float *Pm = world + par[j] * 12;
+        for (int a = 0; a < 3; a++) {
+            for (int b = 0; b < 3; b++) {
+                double q = 0;
+                for (int k = 0; k < 3; k++) q += (double)Pm[k * 4 + a] * M[k * 4 + b];
+                loc[j * 12 + a * 4 + b] = q;
+            }
+            double q = 0;
+            for (int k = 0; k < 3; k++) q += (double)Pm[k * 4 + a] * (M[k * 4 + 3] - Pm[k * 4 + 3]);
+            loc[j * 12 + a * 4 + 3] = q;
+        }
+    }
+    for (int i = 0; i < F; i++) x[i] = ((i < 12 * J ? loc[i] : ctl[i - 12 * J]) - fm[i]) * fs[i];
+    int nl = atoi(df_st_meta(st, "net_layers")), al = atoi(df_st_meta(st, "anchor_layers")), n;
+    mlp_loops(st, "net", nl, x, F, z, &n);
+    const float *U = pb->data, *mu = T(st, "pca_mean");
+    float *delta = malloc(sizeof(float) * V * 3), *nlo = malloc(sizeof(float) * V * 3);
+    for (int k = 0; k < 3 * V; k++) {
+        double s = mu[k];
+        for (int p = 0; p < P; p++) s += U[k * P + p] * z[p];
+        delta[k] = (float)s;
+    }
+    const int32_t *off = (const int32_t *)T(st, "anchor_input_offsets"), *idx = (const int32_t *)T(st, "anchor_input_index");
+    float *ap = malloc(sizeof(float) * A * 3);
+    for (int a = 0; a < A; a++) {
+        double xi[512], y[3];
+        int ni = off[a + 1] - off[a];
+        for (int i = 0; i < ni; i++) xi[i] = x[idx[off[a] + i]];
+        char pre[32];
+        snprintf(pre, sizeof pre, "anchor/%d", a);
+        mlp_loops(st, pre, al, xi, ni, y, &n);
+        for (int c = 0; c < 3; c++) ap[a * 3 + c] = (float)y[c];
+    }
+    df_lap_t *lap = NULL;
+    df_rigapprox_lap(V, rp->data, tr->shape[0], tr->data, A, av->data, atof(df_st_meta(st, "omega")), &lap, NULL);
+    double *work = malloc(sizeof(double) * V * 6);
+    df_lap_reconstruct(lap, 3, delta, ap, nlo, work);
+    df_lap_free(&lap);
+    const float *rest = rp->data, *IB = ib->data, *W = T(st, "skin_weights");
+    const int32_t *SJ = sj->data;
+    for (int v = 0; v < V; v++) {
+        double p[3] = {0, 0, 0}, q[3] = {rest[v * 3] + nlo[v * 3], rest[v * 3 + 1] + nlo[v * 3 + 1], rest[v * 3 + 2] + nlo[v * 3 + 2]};
+        for (int k = 0; k < K; k++) {
+            int j = SJ[v * K + k];
+            double w = W[v * K + k], b[3];
+            const float *I = IB + j * 12, *M = world + j * 12;
+            for (int r = 0; r < 3; r++) b[r] = I[r * 4] * q[0] + I[r * 4 + 1] * q[1] + I[r * 4 + 2] * q[2] + I[r * 4 + 3];
+            for (int r = 0; r < 3; r++) p[r] += w * (M[r * 4] * b[0] + M[r * 4 + 1] * b[1] + M[r * 4 + 2] * b[2] + M[r * 4 + 3]);
+        }
+        for (int r = 0; r < 3; r++) out[v * 3 + r] = (float)p[r];
+    }
+    free(delta), free(nlo), free(ap), free(work);
+}
+
+static void served_equals_offline(const char *model)
+{
+    df_error_t err = {0};
+    df_st_t *st = NULL;
+    DF_CHECK(df_st_open(path(model), NULL, &st, &err) == 0);
+    df_rigdata_t d;
+    DF_CHECK(df_rigdata_open(path("ra_tiny.safetensors"), &d, &err) == 0);
+    if (!st || !d.st) return;
+    int64_t V = d.nv;
+    enum { B = 5 };
+    float *ref = malloc(sizeof(float) * B * V * 3), *got = malloc(sizeof(float) * B * V * 3);
+    for (int b = 0; b < B; b++) offline(st, d.joints + b * 7 * d.nj * 12, d.controls + b * 7 * d.nc, ref + b * V * 3);
+    const char *params[2] = {"{\"reconstruction\": \"dense\"}", "{\"reconstruction\": \"sparse\"}"};
+    for (int pi = 0; pi < 2; pi++) {
+        df_model_t *m = NULL;
+        int rc = df_model_open(path(model), "rigapprox", params[pi], NULL, &m, &err);
+        DF_CHECK_MSG(rc == 0, "%s", err.msg);
+        if (rc) continue;
+        DF_CHECK(df_model_n_vertices(m) == V);
+        int ij = df_model_find_input(m, "joint_matrices"), ic = df_model_find_input(m, "controls");
+        int op = df_model_find_output(m, "positions");
+        DF_CHECK(ij >= 0 && ic >= 0 && op >= 0);
+        df_scratch_t *sc = df_scratch_new();
+        for (int bs = 1; bs <= B; bs += B - 1) { /* batch 1 (gemv) and batch 5 */
+            memset(got, 0, sizeof(float) * B * V * 3);
+            for (int s = 0; s < B; s += bs) {
+                const float *pj[B], *pc[B];
+                float *po[B];
+                for (int b = 0; b < bs; b++) {
+                    pj[b] = d.joints + (s + b) * 7 * d.nj * 12;
+                    pc[b] = d.controls + (s + b) * 7 * d.nc;
+                    po[b] = got + (s + b) * V * 3;
+                }
+                df_batch_t bt;
+                memset(&bt, 0, sizeof bt);
+                bt.n = bs;
+                bt.in[ij] = pj, bt.in[ic] = pc, bt.out[op] = po;
+                void *mem = df_scratch_get(sc, 1);
+                (void)mem;
+                rc = df_model_evaluate(m, &bt, sc, &err);
+                DF_CHECK_MSG(rc == 0, "%s", err.msg);
+            }
+            double mx = 0;
+            for (int64_t i = 0; i < B * V * 3; i++) mx = fmax(mx, fabs(got[i] - ref[i]));
+            DF_CHECK_MSG(mx < 1e-4 * d.height, "%s batch %d: served vs offline %g", params[pi], bs, mx);
+        }
+        /* a non-finite input is refused and named */
+        float bad[12 * 64];
+        memcpy(bad, d.joints, sizeof(float) * 12 * d.nj);
+        bad[5] = NAN;
+        const float *pj[1] = {bad};
+        float *po[1] = {got};
+        df_batch_t bt;
+        memset(&bt, 0, sizeof bt);
+        bt.n = 1, bt.in[ij] = pj, bt.out[op] = po;
+        DF_CHECK(df_model_evaluate(m, &bt, sc, &err) == DF_EINVAL);
+        DF_CHECK(strstr(err.msg, "joint_matrices") != NULL);
+        /* a singular parent matrix (local features need its inverse) */
+        const df_tensor_t *jp = df_st_find(st, "joint_parents");
+        if (jp) {
+            const int32_t *par = jp->data;
+            int64_t pj0 = -1;
+            for (int64_t j = 0; j < d.nj; j++)
+                if (par[j] >= 0) pj0 = par[j];
+            DF_CHECK(pj0 >= 0);
+            memcpy(bad, d.joints, sizeof(float) * 12 * d.nj);
+            for (int e = 0; e < 12; e++) bad[pj0 * 12 + e] = 0;
+            DF_CHECK(df_model_evaluate(m, &bt, sc, &err) == DF_EINVAL);
+            DF_CHECK_MSG(strstr(err.msg, "joint_matrices") && strstr(err.msg, "singular"), "%s", err.msg);
+        }
+        df_scratch_free(&sc);
+        df_model_unref(&m);
+    }
+    free(ref), free(got);
+    df_rigdata_close(&d);
+    df_st_close(&st);
+}
+
+/* Local joint features (default: the model stores joint_parents) and the
+ * older world-feature models (no joint_parents) both serve what the loops
+ * compute; the local model's parents are the rig's hierarchy. */
+static void test_served_equals_offline(void)
+{
+    df_error_t err = {0};
+    df_st_t *st = NULL;
+    DF_CHECK(df_st_open(path("ra_a.safetensors"), NULL, &st, &err) == 0);
+    const df_tensor_t *jp = st ? df_st_find(st, "joint_parents") : NULL;
+    DF_CHECK(jp && jp->dtype == DF_DT_I32 && jp->shape[0] == 3);
+    if (jp) {
+        const int32_t *p = jp->data; /* df_refrig_tiny: a chain 0 <- 1 <- 2 */
+        DF_CHECK(p[0] == -1 && p[1] == 0 && p[2] == 1);
+    }
+    DF_CHECK(st && !strcmp(df_st_meta(st, "format_version"), "2"));
+    df_st_close(&st);
+    served_equals_offline("ra_a.safetensors");
+    df_rigdata_t d;
+    if (df_rigdata_open(path("ra_tiny.safetensors"), &d, &err)) return;
+    df_ratrain_opts_t o;
+    small_opts(&o);
+    o.world_features = 1;
+    DF_CHECK(df_rigapprox_train(&d, &o, path("ra_w.safetensors"), NULL, &err) == 0);
+    df_rigdata_close(&d);
+    DF_CHECK(df_st_open(path("ra_w.safetensors"), NULL, &st, &err) == 0);
+    DF_CHECK(st && !df_st_find(st, "joint_parents") && !strcmp(df_st_meta(st, "format_version"), "1"));
+    df_st_close(&st);
+    served_equals_offline("ra_w.safetensors");
+}
+
+/* The position-space refit of the last layer is the least-squares optimum:
+ * it equals a dense solve of the normal equations of
+ *   sum_i |G (W h_i + b) - r_i|^2 + lambda |G W|_F^2,  lambda = ridge tr(H^T H)/Hd
+ * over every entry of (W, b) at once, built here from the Jacobian. */
+static int dense_solve(int n, double *A, double *y)
+{
+    for (int c = 0; c < n; c++) {
+        int piv = c;
+        for (int r = c + 1; r < n; r++)
+            if (fabs(A[r * n + c]) > fabs(A[piv * n + c])) piv = r;
+        if (fabs(A[piv * n + c]) < 1e-300) return -1;
+        for (int k = 0; k < n; k++) { double q = A[c * n + k]; A[c * n + k] = A[piv * n + k]; A[piv * n + k] = q; }
+        double q = y[c]; y[c] = y[piv]; y[piv] = q;
+        for (int r = c + 1; r < n; r++) {
+            double f = A[r * n + c] / A[c * n + c];
+            for (int k = c; k < n; k++) A[r * n + k] -= f * A[c * n + k];
+            y[r] -= f * y[c];
+        }
+    }
+    for (int c = n - 1; c >= 0; c--) {
+        double q = y[c];
+        for (int k = c + 1; k < n; k++) q -= A[c * n + k] * y[k];
+        y[c] = q / A[c * n + c];
+    }
+    return 0;
+}
+
+static double refit_objective(int n, int Hd, const float *h, int D, const float *r, int P, const float *G,
+                              double lambda, const double *W, const double *b)
+{
+    double e = 0;
+    for (int i = 0; i < n; i++) {
+        double z[8];
+        for (int p = 0; p < P; p++) {
+            z[p] = b[p];
+            for (int j = 0; j < Hd; j++) z[p] += W[p * Hd + j] * h[i * Hd + j];
+        }
+        for (int k = 0; k < D; k++) {
+            double q = -r[i * D + k];
+            for (int p = 0; p < P; p++) q += G[k * P + p] * z[p];
+            e += q * q;
+        }
+    }
+    for (int k = 0; k < D; k++)
+        for (int j = 0; j < Hd; j++) {
+            double q = 0;
+            for (int p = 0; p < P; p++) q += G[k * P + p] * W[p * Hd + j];
+            e += lambda * q * q;
+        }
+    return e;
+}
+
+static void test_refit_optimal(void)
+{
+    enum { N = 150, HD = 6, D = 15, P = 4, NT = P * (HD + 1) };
+    float *h = malloc(sizeof(float) * N * HD), *r = malloc(sizeof(float) * N * D), G[D * P], W[P * HD], b[P];
+    df_rng_t g = {77};
+    for (int i = 0; i < D * P; i++) G[i] = (float)df_rng_normal(&g);
+    for (int i = 0; i < N * HD; i++) h[i] = (float)fmax(0, df_rng_normal(&g) + 0.3); /* ReLU-like */
+    for (int i = 0; i < N * D; i++) r[i] = (float)df_rng_normal(&g);
+    double ridges[2] = {0, 1e-2};
+    for (int ri = 0; ri < 2; ri++) {
+        df_error_t err = {0};
+        int rc = df__ra_refit_solve(N, HD, h, D, r, P, G, ridges[ri], W, b, &err);
+        DF_CHECK_MSG(rc == 0, "%s", err.msg);
+        double htr = 0;
+        for (int i = 0; i < N * HD; i++) htr += (double)h[i] * h[i];
+        double lambda = ridges[ri] * htr / HD;
+        /* theta = [W row-major (P x HD), b (P)] */
+        double *A = calloc(NT * NT, sizeof(double)), y[NT] = {0}, jr[NT];
+        for (int i = 0; i < N; i++)
+            for (int k = 0; k < D; k++) {
+                for (int p = 0; p < P; p++) {
+                    for (int j = 0; j < HD; j++) jr[p * HD + j] = G[k * P + p] * h[i * HD + j];
+                    jr[P * HD + p] = G[k * P + p];
+                }
+                for (int a = 0; a < NT; a++) {
+                    y[a] += jr[a] * r[i * D + k];
+                    for (int c = 0; c < NT; c++) A[a * NT + c] += jr[a] * jr[c];
+                }
+            }
+        for (int k = 0; k < D; k++) /* ridge rows sqrt(lambda) (G W)_kj */
+            for (int j = 0; j < HD; j++) {
+                for (int a = 0; a < NT; a++) jr[a] = 0;
+                for (int p = 0; p < P; p++) jr[p * HD + j] = G[k * P + p];
+                for (int a = 0; a < NT; a++)
+                    for (int c = 0; c < NT; c++) A[a * NT + c] += lambda * jr[a] * jr[c];
+            }
+        DF_CHECK(dense_solve(NT, A, y) == 0);
+        double mx = 0, sc = 0;
+        for (int a = 0; a < NT; a++) {
+            double got = a < P * HD ? W[a] : b[a - P * HD];
+            mx = fmax(mx, fabs(got - y[a]));
+            sc = fmax(sc, fabs(y[a]));
+        }
+        DF_CHECK_MSG(mx <= 1e-3 * sc, "ridge %g: refit vs dense solve %g (scale %g)", ridges[ri], mx, sc);
+        /* and no nearby (W, b) does better on the objective */
+        double Wd[P * HD], bd[P];
+        for (int a = 0; a < P * HD; a++) Wd[a] = W[a];
+        for (int p = 0; p < P; p++) bd[p] = b[p];
+        double e0 = refit_objective(N, HD, h, D, r, P, G, lambda, Wd, bd);
+        for (int t = 0; t < 20; t++) {
+            double Wp[P * HD], bp[P];
+            for (int a = 0; a < P * HD; a++) Wp[a] = Wd[a] + 1e-2 * df_rng_normal(&g);
+            for (int p = 0; p < P; p++) bp[p] = bd[p] + 1e-2 * df_rng_normal(&g);
+            DF_CHECK(refit_objective(N, HD, h, D, r, P, G, lambda, Wp, bp) >= e0 * (1 - 1e-6));
+        }
+        free(A);
+    }
+    free(h), free(r);
+}
+
+/* Baseline variants load and evaluate through the same kind. */
+static void test_baseline_variants(void)
+{
+    df_rigdata_t d;
+    df_error_t err = {0};
+    if (df_rigdata_open(path("ra_tiny.safetensors"), &d, &err)) return;
+    df_ratrain_opts_t o;
+    small_opts(&o);
+    int vs[3] = {DF_RA_LOCAL, DF_RA_PCALR, DF_RA_LBS};
+    for (int i = 0; i < 3; i++) {
+        o.variant = vs[i];
+        int rc = df_rigapprox_train(&d, &o, path("ra_v.safetensors"), NULL, &err);
+        DF_CHECK_MSG(rc == 0, "%s", err.msg);
+        df_model_t *m = NULL;
+        rc = df_model_open(path("ra_v.safetensors"), "rigapprox", NULL, NULL, &m, &err);
+        DF_CHECK_MSG(rc == 0, "%s", err.msg);
+        if (!m) continue;
+        float *out = malloc(sizeof(float) * d.nv * 3);
+        const float *pj[1] = {d.joints}, *pc[1] = {d.controls};
+        float *po[1] = {out};
+        df_batch_t bt;
+        memset(&bt, 0, sizeof bt);
+        bt.n = 1;
+        bt.in[df_model_find_input(m, "joint_matrices")] = pj;
+        bt.in[df_model_find_input(m, "controls")] = pc;
+        bt.out[0] = po;
+        df_scratch_t *sc = df_scratch_new();
+        DF_CHECK(df_model_evaluate(m, &bt, sc, &err) == 0);
+        /* LBS variant equals plain skinning of the rest mesh */
+        if (vs[i] == DF_RA_LBS) {
+            float *Tm = malloc(sizeof(float) * 12 * d.nv), *ref = malloc(sizeof(float) * 3 * d.nv);
+            df_rigapprox_linear(d.nv, d.nj, (int)d.k, d.invbind, d.skin_j, d.skin_w, 1, d.joints, Tm);
+            df_rigapprox_apply(d.nv, Tm, d.rest, NULL, ref);
+            double mx = 0;
+            for (int64_t k = 0; k < d.nv * 3; k++) mx = fmax(mx, fabs(ref[k] - out[k]));
+            DF_CHECK(mx < 1e-5);
+            free(Tm), free(ref);
+        }
+        free(out);
+        df_scratch_free(&sc);
+        df_model_unref(&m);
+    }
+    df_rigdata_close(&d);
+}
+
+/* Malformed datasets: each refused with a message naming the problem. */
+static void test_malformed_datasets(void)
+{
+    df_rigdata_t d;
+    df_error_t err = {0};
+    if (df_rigdata_open(path("ra_tiny.safetensors"), &d, &err)) return;
+    size_t nt = d.nt * 3, nw = d.nv * d.k, nc = d.nc * 3;
+    uint32_t *tris = malloc(sizeof(uint32_t) * nt);
+    float *w = malloc(sizeof(float) * nw), *cr = malloc(sizeof(float) * nc);
+    struct { const char *what, *expect; } cases[] = {
+        {"triangle", "triangles"}, {"weights", "sum to"}, {"range", "control_ranges"}, {"samples", "samples"},
+    };
+    for (int c = 0; c < 4; c++) {
+        df_rigdata_t e = d;
+        memcpy(tris, d.tris, sizeof(uint32_t) * nt);
+        memcpy(w, d.skin_w, sizeof(float) * nw);
+        memcpy(cr, d.ctrl_range, sizeof(float) * nc);
+        e.tris = tris, e.skin_w = w, e.ctrl_range = cr;
+        if (c == 0) tris[7] = (uint32_t)d.nv + 3;
+        if (c == 1) w[5 * d.k] += 0.5f;
+        if (c == 2) cr[1 * 3] = 2, cr[1 * 3 + 1] = 1;
+        if (c == 3) e.n = 1;
+        DF_CHECK(df_rigdata_write(&e, path("ra_bad.safetensors"), &err) == 0);
+        df_rigdata_t x;
+        int rc = df_rigdata_open(path("ra_bad.safetensors"), &x, &err);
+        DF_CHECK_MSG(rc == DF_EFORMAT && strstr(err.msg, cases[c].expect), "%s: rc %d '%s'", cases[c].what, rc, err.msg);
+        if (!rc) df_rigdata_close(&x);
+    }
+    /* not a dataset at all: a model file */
+    df_rigdata_t x;
+    int rc = df_rigdata_open(path("ra_a.safetensors"), &x, &err);
+    DF_CHECK(rc == DF_EFORMAT && strstr(err.msg, "rigdata"));
+    /* garbage bytes */
+    FILE *f = fopen(path("ra_junk.safetensors"), "wb");
+    if (f) { fputs("not a safetensors file", f); fclose(f); }
+    DF_CHECK(df_rigdata_open(path("ra_junk.safetensors"), &x, &err) < 0);
+    free(tris), free(w), free(cr);
+    df_rigdata_close(&d);
+}
+
+/* Joint parents inferred from world matrices: the tiny reference rig's own
+ * hierarchy, and a random 12-joint tree posed by FK written here (random
+ * local rotations about fixed bone offsets, the root moving too). */
+static void rotm(double ax, double ay, double az, double *R)
+{
+    double th = sqrt(ax * ax + ay * ay + az * az), k[3] = {1, 0, 0};
+    if (th > 1e-12) k[0] = ax / th, k[1] = ay / th, k[2] = az / th;
+    double c = cos(th), s = sin(th), C = 1 - c;
+    double M[9] = {c + k[0] * k[0] * C,        k[0] * k[1] * C - k[2] * s, k[0] * k[2] * C + k[1] * s,
+                   k[1] * k[0] * C + k[2] * s, c + k[1] * k[1] * C,        k[1] * k[2] * C - k[0] * s,
+                   k[2] * k[0] * C - k[1] * s, k[2] * k[1] * C + k[0] * s, c + k[2] * k[2] * C};
+    memcpy(R, M, sizeof M);
+}
+
+static void test_joint_parents_inferred(void)
+{
+    df_refrig_opts_t o;
+    df_refrig_opts_default(&o);
+    o.n_controls = 4, o.n_combos = 2;
+    df_refrig_t *r = NULL;
+    df_error_t err = {0};
+    df_rigdata_t d;
+    DF_CHECK(df_refrig_tiny(8, 6, &o, &r, &err) == 0);
+    DF_CHECK(df_rigdata_open(path("ra_tiny.safetensors"), &d, &err) == 0);
+    if (r && d.nj == r->nj) {
+        int32_t par[16];
+        df__ra_joint_parents(d.n < 64 ? d.n : 64, d.nj, d.joints, 1.0, par);
+        for (int64_t j = 0; j < d.nj; j++) DF_CHECK(par[j] == r->parents[j]);
+    }
+    df_rigdata_close(&d);
+    df_refrig_free(&r);
+    enum { J = 12, NS = 40 };
+    int32_t truth[J], got[J];
+    double off[J][3];
+    float *W = malloc(sizeof(float) * NS * J * 12);
+    df_rng_t g = {12345};
+    truth[0] = -1;
+    for (int j = 1; j < J; j++) truth[j] = (int32_t)(df_rng_u64(&g) % (uint64_t)j);
+    for (int j = 0; j < J; j++)
+        for (int c = 0; c < 3; c++) off[j][c] = df_rng_normal(&g);
+    for (int n = 0; n < NS; n++) {
+        double R[J][9], t[J][3];
+        for (int j = 0; j < J; j++) { /* parents come first (truth[j] < j) */
+            double L[9];
+            rotm(0.5 * df_rng_normal(&g), 0.5 * df_rng_normal(&g), 0.5 * df_rng_normal(&g), L);
+            if (truth[j] < 0) {
+                memcpy(R[j], L, sizeof L);
+                for (int c = 0; c < 3; c++) t[j][c] = off[j][c] + 0.3 * df_rng_normal(&g);
+            } else {
+                const double *P = R[truth[j]];
+                for (int a = 0; a < 3; a++) {
+                    for (int b = 0; b < 3; b++)
+                        R[j][a * 3 + b] = P[a * 3] * L[b] + P[a * 3 + 1] * L[3 + b] + P[a * 3 + 2] * L[6 + b];
+                    t[j][a] = t[truth[j]][a] + P[a * 3] * off[j][0] + P[a * 3 + 1] * off[j][1] + P[a * 3 + 2] * off[j][2];
+                }
+            }
+            float *m = W + ((size_t)n * J + j) * 12;
+            for (int a = 0; a < 3; a++) {
+                for (int b = 0; b < 3; b++) m[a * 4 + b] = (float)R[j][a * 3 + b];
+                m[a * 4 + 3] = (float)t[j][a];
+            }
+        }
+    }
+    df__ra_joint_parents(NS, J, W, 3.0, got);
+    for (int j = 0; j < J; j++) DF_CHECK(got[j] == truth[j]);
+    free(W);
+}
+
+/* Mean vertex error of a served model (dense reconstruction) on every pose
+ * of a dataset, computed here from the served positions and the dataset's. */
+static double served_error(const char *model, const char *data, double *max);
+static double served_mean_error(const char *model, const char *data) { return served_error(model, data, NULL); }
+
+static double served_error(const char *model, const char *data, double *max)
+{
+    df_error_t err = {0};
+    df_rigdata_t d;
+    if (df_rigdata_open(path(data), &d, &err)) return INFINITY;
+    df_model_t *m = NULL;
+    if (df_model_open(path(model), "rigapprox", NULL, NULL, &m, &err)) {
+        df_rigdata_close(&d);
+        return INFINITY;
+    }
+    int ij = df_model_find_input(m, "joint_matrices"), ic = df_model_find_input(m, "controls");
+    int op = df_model_find_output(m, "positions");
+    int64_t V = d.nv;
+    float *got = malloc(sizeof(float) * V * 3);
+    df_scratch_t *sc = df_scratch_new();
+    double sum = 0, mx = 0;
+    int ok = got && sc && ij >= 0 && ic >= 0 && op >= 0;
+    for (int64_t s = 0; ok && s < d.n; s++) {
+        const float *pj[1] = {d.joints + s * d.nj * 12}, *pc[1] = {d.controls + s * d.nc};
+        float *po[1] = {got};
+        df_batch_t bt;
+        memset(&bt, 0, sizeof bt);
+        bt.n = 1, bt.in[ij] = pj, bt.in[ic] = pc, bt.out[op] = po;
+        if (df_model_evaluate(m, &bt, sc, &err)) { ok = 0; break; }
+        const float *ref = d.positions + s * V * 3;
+        for (int64_t v = 0; v < V; v++) {
+            double a = got[v * 3] - ref[v * 3], b = got[v * 3 + 1] - ref[v * 3 + 1], c = got[v * 3 + 2] - ref[v * 3 + 2];
+            sum += sqrt(a * a + b * b + c * c);
+            mx = fmax(mx, sqrt(a * a + b * b + c * c));
+        }
+    }
+    double e = ok ? sum / ((double)d.n * V) : INFINITY;
+    if (max) *max = ok ? mx : INFINITY;
+    df_scratch_free(&sc);
+    free(got);
+    df_model_unref(&m);
+    df_rigdata_close(&d);
+    return e;
+}
+
+/* Position-space fine-tuning (--pos-epochs): the same training with and
+ * without it (one seed); the fine-tuned model must be clearly better on
+ * poses it never saw (another seed), measured through the served model.
+ * A wrong gradient (sign, the G^T product, the unit vectors) would leave
+ * the starting weights as the best ones and the two errors equal. It must
+ * also stay reproducible. */
+static void test_position_finetune(void)
+{
+    df_error_t err = {0};
+    int rc = make_dataset_n(60, 99, 0, "ra_tiny_test.safetensors");
+    DF_CHECK(rc == 0);
+    df_rigdata_t d;
+    rc = df_rigdata_open(path("ra_tiny.safetensors"), &d, &err);
+    DF_CHECK_MSG(rc == 0, "%s", err.msg);
+    if (rc) return;
+    df_ratrain_opts_t o;
+    small_opts(&o);
+    o.no_refit = 1;
+    DF_CHECK(df_rigapprox_train(&d, &o, path("ra_p0.safetensors"), NULL, &err) == 0);
+    o.pos_epochs = 40;
+    DF_CHECK(df_rigapprox_train(&d, &o, path("ra_p1.safetensors"), NULL, &err) == 0);
+    DF_CHECK(df_rigapprox_train(&d, &o, path("ra_p2.safetensors"), NULL, &err) == 0);
+    DF_CHECK(same_file(path("ra_p1.safetensors"), path("ra_p2.safetensors")));
+    o.pos_epochs = -1;
+    DF_CHECK(df_rigapprox_train(&d, &o, path("ra_p3.safetensors"), NULL, &err) == DF_EINVAL);
+    o.pos_epochs = 3, o.variant = DF_RA_LOCAL; /* nothing to fine-tune through: refused, named */
+    DF_CHECK(df_rigapprox_train(&d, &o, path("ra_p3.safetensors"), NULL, &err) == DF_EINVAL);
+    DF_CHECK_MSG(strstr(err.msg, "--pos-epochs") && strstr(err.msg, "local"), "%s", err.msg);
+    df_rigdata_close(&d);
+    double e0 = served_mean_error("ra_p0.safetensors", "ra_tiny_test.safetensors");
+    double e1 = served_mean_error("ra_p1.safetensors", "ra_tiny_test.safetensors");
+    DF_CHECK_MSG(isfinite(e0) && e1 < 0.95 * e0, "held-out mean error without %g, with fine-tuning %g", e0, e1);
+}
+
+/* Error-driven anchors (df_rigapprox_add_anchors): K more anchors on
+ * distinct vertices that were not anchors, the model's own anchors and
+ * their networks untouched, the served model equal to the offline loops
+ * (which read every anchor from the file), the training set's max error
+ * lower (what the pass is for; untrained or unscaled new networks would
+ * raise it), reproducible on 1 or 3 threads; refusals named. */
+static void test_add_anchors(void)
+{
+    df_error_t err = {0};
+    df_rigdata_t d;
+    int rc = df_rigdata_open(path("ra_tiny.safetensors"), &d, &err);
+    DF_CHECK_MSG(rc == 0, "%s", err.msg);
+    if (rc) return;
+    df_ratrain_opts_t o;
+    small_opts(&o);
+    DF_CHECK(df_rigapprox_train(&d, &o, path("ra_aa0.safetensors"), NULL, &err) == 0);
+    df_raanchor_opts_t ao;
+    df_raanchor_opts_default(&ao);
+    ao.add = 6, ao.rounds = 2, ao.epochs = 20, ao.verbose = 0;
+    rc = df_rigapprox_add_anchors(path("ra_aa0.safetensors"), &d, &ao, path("ra_aa1.safetensors"), &err);
+    DF_CHECK_MSG(rc == 0, "%s", err.msg);
+    ao.threads = 3; /* the same file whatever the thread count */
+    DF_CHECK(df_rigapprox_add_anchors(path("ra_aa0.safetensors"), &d, &ao, path("ra_aa2.safetensors"), &err) == 0);
+    DF_CHECK(same_file(path("ra_aa1.safetensors"), path("ra_aa2.safetensors")));
+    ao.threads = 1;
+    df_st_t *s0 = NULL, *s1 = NULL;
+    df_ramodel_t m0, m1;
+    DF_CHECK(df_st_open(path("ra_aa0.safetensors"), NULL, &s0, &err) == 0 && df_ramodel_read(s0, &m0, &err) == 0);
+    DF_CHECK(df_st_open(path("ra_aa1.safetensors"), NULL, &s1, &err) == 0 && df_ramodel_read(s1, &m1, &err) == 0);
+    if (s0 && s1) {
+        DF_CHECK_MSG(m1.na == m0.na + 6, "%lld anchors, want %lld", (long long)m1.na, (long long)m0.na + 6);
+        for (int64_t a = 0; a < m1.na; a++) {
+            DF_CHECK(m1.anchors[a] >= 0 && m1.anchors[a] < m1.nv);
+            if (a < m0.na) DF_CHECK(m1.anchors[a] == m0.anchors[a]);
+            for (int64_t b = 0; b < a; b++) DF_CHECK(m1.anchors[a] != m1.anchors[b]);
+        }
+        for (int64_t a = 0; a < m0.na; a++) {
+            char nm[64];
+            snprintf(nm, sizeof nm, "anchor/%lld/0/weight", (long long)a);
+            const df_tensor_t *t0 = df_st_find(s0, nm), *t1 = df_st_find(s1, nm);
+            DF_CHECK(t0 && t1 && t0->nbytes == t1->nbytes && !memcmp(t0->data, t1->data, t0->nbytes));
+        }
+        df_ramodel_release(&m0);
+        df_ramodel_release(&m1);
+    }
+    df_st_close(&s0);
+    df_st_close(&s1);
+    served_equals_offline("ra_aa1.safetensors");
+    double mx0 = 0, mx1 = 0;
+    served_error("ra_aa0.safetensors", "ra_tiny.safetensors", &mx0);
+    served_error("ra_aa1.safetensors", "ra_tiny.safetensors", &mx1);
+    DF_CHECK_MSG(isfinite(mx0) && mx1 < mx0, "training-set max error %g before, %g after", mx0, mx1);
+    /* refusals */
+    DF_CHECK(df_rigapprox_add_anchors(path("ra_aa0.safetensors"), &d, &ao, path("ra_aa0.safetensors"), &err) == DF_EINVAL);
+    o.variant = DF_RA_LOCAL;
+    DF_CHECK(df_rigapprox_train(&d, &o, path("ra_aal.safetensors"), NULL, &err) == 0);
+    DF_CHECK(df_rigapprox_add_anchors(path("ra_aal.safetensors"), &d, &ao, path("ra_aa3.safetensors"), &err) == DF_EINVAL);
+    DF_CHECK_MSG(strstr(err.msg, "local") && strstr(err.msg, "ours"), "%s", err.msg);
+    ao.add = 0;
+    DF_CHECK(df_rigapprox_add_anchors(path("ra_aa0.safetensors"), &d, &ao, path("ra_aa3.safetensors"), &err) == DF_EINVAL);
+    df_rigdata_close(&d);
+    ao.add = 2;
+    DF_CHECK(make_dataset_n(40, 3, 0, "ra_noinf.safetensors") == 0);
+    DF_CHECK(df_rigdata_open(path("ra_noinf.safetensors"), &d, &err) == 0);
+    DF_CHECK(df_rigapprox_add_anchors(path("ra_aa0.safetensors"), &d, &ao, path("ra_aa3.safetensors"), &err) == DF_EINVAL);
+    DF_CHECK_MSG(strstr(err.msg, "influence"), "%s", err.msg);
+    df_rigdata_close(&d);
+}
+
+int main(void)
+{
+    const char *o = getenv("DF_TEST_OUT");
+    snprintf(dir, sizeof dir, "%s", o ? o : "/tmp");
+    if (make_dataset()) {
+        printf("FAIL make_dataset\n");
+        return 1;
+    }
+    DF_RUN(test_training_reproducible);
+    DF_RUN(test_served_equals_offline);
+    DF_RUN(test_baseline_variants);
+    DF_RUN(test_malformed_datasets);
+    DF_RUN(test_joint_parents_inferred);
+    DF_RUN(test_refit_optimal);
+    DF_RUN(test_position_finetune);
+    DF_RUN(test_add_anchors);
+    return dftest_exit();
+}
