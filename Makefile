@@ -6,6 +6,8 @@
 #   make test       install missing packages, build, run every test suite;
 #                   ends with "N passed, N failed" (README's second command)
 #   make asan|ubsan|tsan   the same tests under sanitizers (build/asan, ...)
+#   make test-oldblas      core unit suites under OPENBLAS_CORETYPE=Sandybridge
+#   make test-noavx512     core unit suites built without the AVX-512 kernels
 #   make bench      all benchmarks (bench-core, bench-server, ...)
 #   make format     clang-format the tree
 #
@@ -138,10 +140,40 @@ demo: all
 test: deps
 	@tools/deps.sh --test
 	@$(MAKE) --no-print-directory -j$$(nproc) tests-build
-	@B=$(B) BIN=$(BIN) tests/run.sh
+	@$(NOAVX512_BUILD)
+	@B=$(B) BIN=$(BIN) DF_ALT_BUILDS="$(NOAVX512_RUN)" tests/run.sh
 
 test-only: tests-build
 	@B=$(B) BIN=$(BIN) tests/run.sh
+
+# Every code path on every machine: on an AVX-512 machine `make test` also
+# builds the core unit suites with the AVX-512 kernels compiled out
+# (build/noavx512) and runs them beside the default build; elsewhere the
+# default build already is that build.
+NOAVX512_B := build/noavx512
+HAVE_AVX512 := $(shell grep -qw avx512f /proc/cpuinfo 2>/dev/null && echo 1)
+ifeq ($(HAVE_AVX512),1)
+NOAVX512_BUILD = $(MAKE) --no-print-directory -j$$(nproc) B=$(NOAVX512_B) BIN=$(NOAVX512_B)/bin \
+	OPT="-O2 -march=native -mno-avx512f" tests-build-core
+NOAVX512_RUN = $(NOAVX512_B):core/:noavx512
+else
+NOAVX512_BUILD = true
+NOAVX512_RUN =
+endif
+.PHONY: tests-build-core test-noavx512 test-oldblas
+tests-build-core: $(filter $(B)/tests/core/%,$(TEST_BINS))
+test-noavx512:
+	@$(MAKE) --no-print-directory -j$$(nproc) B=$(NOAVX512_B) BIN=$(NOAVX512_B)/bin \
+	    OPT="-O2 -march=native -mno-avx512f" tests-build-core
+	@B=$(NOAVX512_B) BIN=$(NOAVX512_B)/bin DF_UNIT_FILTER=core/ DF_UNIT_ONLY=1 tests/run.sh
+
+# The numeric core suites again under an older OpenBLAS kernel (tests and CI
+# keep the machine's OPENBLAS_CORETYPE; run this by hand before submitting).
+# OLDBLAS=Sandybridge is safe on any AVX2 machine.
+OLDBLAS ?= Sandybridge
+test-oldblas: tests-build
+	@OPENBLAS_CORETYPE=$(OLDBLAS) B=$(B) BIN=$(BIN) DF_UNIT_FILTER=core/ DF_UNIT_ONLY=1 tests/run.sh
+	@OPENBLAS_CORETYPE=$(OLDBLAS) B=$(B) BIN=$(BIN) tests/e2e/core_golden.sh | tail -1
 
 asan:
 	@$(MAKE) --no-print-directory B=build/asan BIN=build/asan/bin OPT="-O1" SAN="-fsanitize=address,undefined -fno-omit-frame-pointer" test-only

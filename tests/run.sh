@@ -55,6 +55,17 @@ for src in $(find tests/unit -name 'test_*.c' | sort); do
     case "$rel" in $UNIT_FILTER*) ;; *) continue ;; esac
     run_suite "unit-${rel//\//-}" "$B/tests/$rel"
 done
+# DF_ALT_BUILDS="DIR:FILTER:TAG ...": the unit suites under FILTER again from
+# another build (make test: build/noavx512:core/:noavx512)
+for alt in ${DF_ALT_BUILDS:-}; do
+    IFS=: read -r adir afilter atag <<<"$alt"
+    for src in $(find tests/unit -name 'test_*.c' | sort); do
+        rel=${src#tests/unit/}
+        rel=${rel%.c}
+        case "$rel" in $afilter*) ;; *) continue ;; esac
+        run_suite "unit-$atag-${rel//\//-}" "$adir/tests/$rel"
+    done
+done
 [ -n "${DF_UNIT_ONLY:-}" ] && { echo; echo "$passed passed, $failed failed"; [ "$failed" -eq 0 ]; exit; }
 for t in tests/e2e/*.sh tests/e2e/*.py; do
     [ -x "$t" ] || continue

@@ -10,7 +10,8 @@
  *     rest positions as column M, so with the weights of the Bm poses that
  *     have non-zero weights gathered into an (M+1) x Bm matrix (last row 1)
  *     one GEMM with beta = 0 yields the morphed positions: no copy pass.
- *     Bm == 1 uses sgemv (sgemm at n=1 is 4-6x slower, MEASUREMENTS.md).
+ *     Bm == 1 uses sgemv (sgemm at n=1 is several times slower than sgemv;
+ *     bench/bench_core.c measures both).
  *     Poses without weights read the rest positions directly;
  *  3. per pose: FK (world_j = world_parent * T R S), skin matrices
  *     S_j = world_j * inverse_bind_j, then the LBS or DQS kernel (skin.c).
@@ -260,7 +261,16 @@ static int validate(const df__rig_t *r, const df_batch_t *b, df_error_t *err)
 }
 
 /* DQS inputs for one pose: rigid part as dual quaternions, scale/shear part
- * in skin-matrix layout. Returns 1 when some joint is not rigid. */
+ * in skin-matrix layout. Returns 1 when some joint is not rigid.
+ *
+ * A non-rigid skin matrix S = [L | t] is split as L = R P (polar: R a
+ * rotation, P symmetric) with the scale/shear P applied about the joint's
+ * bind position c (the translation of inverse(ibm)), as Blender's Preserve
+ * Volume does in the bone's own frame:
+ *     S x = R (P (x - c) + c) + t',   t' = t - R (c - P c).
+ * Scaling about the model-space origin instead would make the result depend
+ * on where the character stands (the blended dual quaternions then carry
+ * the scale's lever arm). */
 static int dqs_prepare(const df__rig_t *r, const float *skin, float *dq,
                        float *lin)
 {
@@ -284,8 +294,20 @@ static int dqs_prepare(const df__rig_t *r, const float *skin, float *dq,
         } else {
             df_m33_polar(L, R, P); /* mirror/singular: R = I, P = L */
             df_quat_from_m33(R, q);
-            float pm[12] = {P[0], P[1], P[2], 0, P[3], P[4],
-                            P[5], 0,    P[6], P[7], P[8], 0};
+            /* c: the joint's bind position; ibm is affine, so invertible
+             * whenever the loader accepted it */
+            float bind[12], c[3] = {0, 0, 0}, e[3];
+            if (df_m34_inverse(r->ibm + 12 * j, bind) == 0) {
+                c[0] = bind[3];
+                c[1] = bind[7];
+                c[2] = bind[11];
+            }
+            for (int a = 0; a < 3; a++)
+                e[a] = c[a] - (P[3 * a] * c[0] + P[3 * a + 1] * c[1] + P[3 * a + 2] * c[2]);
+            for (int a = 0; a < 3; a++)
+                t[a] -= R[3 * a] * e[0] + R[3 * a + 1] * e[1] + R[3 * a + 2] * e[2];
+            float pm[12] = {P[0], P[1], P[2], e[0], P[3], P[4],
+                            P[5], e[1], P[6], P[7], P[8], e[2]};
             df__skin_pack(pm, lin + 16 * j);
             any = 1;
         }
@@ -388,26 +410,23 @@ int df__rig_evaluate(const df_model_t *m, const df_batch_t *b, void *scratch,
         Wm[(size_t)nm * M1 + M] = 1.0f;
         nm++;
     }
+    /* With no skeleton and a single morphed pose, the GEMV writes straight
+     * into that pose's output. Several poses go through scratch C and are
+     * copied out: their outputs are separate buffers, and a leading
+     * dimension derived from the distance between two of them would be
+     * meaningless (and overflow the int that cblas takes). */
     float *dst = C;
     size_t ldc = ps;
     int direct = 0;
-    if (nm > 0 && J == 0 && b->out[0]) {
-        /* direct when the poses with weights have outputs at a fixed stride */
-        float *first = NULL;
-        int64_t stride = 0, ok = 1, k = 0;
-        for (int p = 0; p < B && ok; p++) {
-            if (col[p] < 0) continue;
-            float *o = b->out[0][p];
-            if (k == 0) first = o;
-            else if (k == 1) stride = o - first;
-            if (k >= 1 && o != first + stride * k) ok = 0;
-            k++;
-        }
-        if (ok && (nm == 1 || stride >= (int64_t)N3)) {
-            direct = 1;
-            dst = first;
-            ldc = nm == 1 ? N3 : (size_t)stride;
-        }
+    if (nm == 1 && J == 0 && b->out[0]) {
+        for (int p = 0; p < B; p++)
+            if (col[p] == 0) {
+                dst = b->out[0][p];
+                direct = dst != NULL;
+                break;
+            }
+        if (!direct) dst = C;
+        ldc = direct ? N3 : ps;
     }
     morph_gemm(r->deltas, N3, M1, Wm, nm, dst, ldc, Wt);
     /* the normals of morphed poses: the same GEMM on the normal deltas

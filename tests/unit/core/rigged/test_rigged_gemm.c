@@ -6,8 +6,10 @@
  *   - a naive double-precision sum rest + Σ w_m d_m (tolerance 2e-6 of the
  *     output's scale: float accumulation over M = 70 terms);
  *   - cblas_sgemm of the same column-major shape (same tolerance);
- * and outputs written into one contiguous array (the GEMM writes straight
- * into them) equal to separate buffers, bit for bit.
+ * and outputs written into one contiguous array equal to separate buffers,
+ * bit for bit; and outputs 8.5 GiB apart (a distance no int leading
+ * dimension can express) still get the right answer. The Makefile builds and
+ * runs this suite with and without the AVX-512 kernel, so both paths run.
  */
 #include "df.h"
 #include "dftest.h"
@@ -17,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 enum { N = 701, M = 70, BMAX = 40 };
@@ -131,6 +134,54 @@ static void test_all_batch_sizes(void)
     df_scratch_free(&s);
 }
 
+/* Two poses whose output buffers lie 8.5 GiB apart in one reserved address
+ * range (only the two buffers are backed: PROT_NONE, MAP_NORESERVE). Each
+ * output must equal the naive sum; the buffers start as NaN so a skipped
+ * write shows. */
+static void test_far_apart_outputs(void)
+{
+    const size_t gap = (size_t)17 << 29; /* 8.5 GiB */
+    const size_t nbytes = (size_t)N * 3 * sizeof(float);
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    const size_t span = gap + 2 * page + nbytes;
+    char *base = mmap(NULL, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (base == MAP_FAILED) {
+        printf("# skipped: cannot reserve %.1f GiB of address space\n", span / 1073741824.0);
+        return;
+    }
+    size_t len = (nbytes + page - 1) / page * page;
+    float *o0 = (float *)base, *o1 = (float *)(base + gap);
+    DF_CHECK(mprotect(o0, len, PROT_READ | PROT_WRITE) == 0);
+    DF_CHECK(mprotect(o1, len, PROT_READ | PROT_WRITE) == 0);
+    static float w[2 * M];
+    for (int i = 0; i < 2 * M; i++) w[i] = urand() * 2;
+    for (size_t i = 0; i < (size_t)N * 3; i++) o0[i] = o1[i] = NAN;
+    const float *wp[2] = {w, w + M};
+    float *op[2] = {o0, o1};
+    df_batch_t b;
+    memset(&b, 0, sizeof b);
+    b.n = 2;
+    b.in[df_model_find_input(model, "weights")] = wp;
+    b.out[df_model_find_output(model, "positions")] = op;
+    df_scratch_t *s = df_scratch_new();
+    df_error_t e = {0};
+    int rc = df_model_evaluate(model, &b, s, &e);
+    DF_CHECK_MSG(rc == 0, "%s", e.msg);
+    double worst = 0, scale = 0;
+    for (int p = 0; p < 2; p++)
+        for (int i = 0; i < N * 3; i++) {
+            double x = rest[i];
+            for (int m = 0; m < M; m++) x += (double)w[p * M + m] * deltas[(size_t)m * N * 3 + i];
+            scale = fmax(scale, fabs(x));
+            double d = fabs((double)op[p][i] - x);
+            worst = isfinite(d) ? fmax(worst, d) : INFINITY;
+        }
+    DF_CHECK_MSG(worst <= 2e-6 * scale, "outputs 8.5 GiB apart: worst error %g (scale %g)", worst,
+                 scale);
+    df_scratch_free(&s);
+    munmap(base, span);
+}
+
 int main(void)
 {
     if (make_model()) {
@@ -138,6 +189,7 @@ int main(void)
         return 1;
     }
     DF_RUN(test_all_batch_sizes);
+    DF_RUN(test_far_apart_outputs);
     df_model_unref(&model);
     return dftest_exit();
 }
