@@ -384,6 +384,23 @@ void df__skin_lbs(const df__skin_t *s, const float *mats, const float *pos,
 
 /* ------------------------------------------------------------------- DQS */
 
+static inline void dqs_lin(const float *lin, const int32_t *jv, const float *wv,
+                           int kb, float p[3], float nn[3])
+{
+    float m[16] = {0};
+    for (int q = 0; q < kb; q++) {
+        const float *l = lin + 16 * (size_t)jv[q];
+        for (int e = 0; e < 16; e++) m[e] += wv[q] * l[e];
+    }
+    float t[3], u[3];
+    for (int r = 0; r < 3; r++) {
+        t[r] = m[r] * p[0] + m[4 + r] * p[1] + m[8 + r] * p[2] + m[12 + r];
+        u[r] = m[r] * nn[0] + m[4 + r] * nn[1] + m[8 + r] * nn[2];
+    }
+    memcpy(p, t, 3 * sizeof(float));
+    memcpy(nn, u, 3 * sizeof(float));
+}
+
 static void dqs_scalar(const df__skin_t *s, const float *dq, const float *lin,
                        const float *pos, const float *nrm, float *out_pos,
                        float *out_nrm)
@@ -404,20 +421,7 @@ static void dqs_scalar(const df__skin_t *s, const float *dq, const float *lin,
                 nn[1] = nrm[3 * v + 1];
                 nn[2] = nrm[3 * v + 2];
             }
-            if (lin) { /* phase 1: blended scale/shear (skin-matrix layout) */
-                float m[12] = {0};
-                for (int q = 0; q < kb; q++) {
-                    const float *l = lin + 16 * (size_t)jv[q];
-                    for (int e = 0; e < 12; e++) m[e] += wv[q] * l[e];
-                }
-                float t[3], u[3];
-                for (int r = 0; r < 3; r++) {
-                    t[r] = m[r] * p[0] + m[4 + r] * p[1] + m[8 + r] * p[2];
-                    u[r] = m[r] * nn[0] + m[4 + r] * nn[1] + m[8 + r] * nn[2];
-                }
-                memcpy(p, t, sizeof p);
-                memcpy(nn, u, sizeof nn);
-            }
+            if (lin) dqs_lin(lin, jv, wv, kb, p, nn); /* phase 1: scale/shear */
             /* phase 2: blend dual quaternions; sign relative to the first
              * (= heaviest) influence so all lie in one hemisphere */
             const float *d0 = dq + 8 * (size_t)jv[0];
@@ -463,22 +467,6 @@ static void dqs_scalar(const df__skin_t *s, const float *dq, const float *lin,
 }
 
 /* Phase 1 of DQS for one vertex: blended scale/shear applied to p and n. */
-static inline void dqs_lin(const float *lin, const int32_t *jv, const float *wv,
-                           int kb, float p[3], float nn[3])
-{
-    float m[12] = {0};
-    for (int q = 0; q < kb; q++) {
-        const float *l = lin + 16 * (size_t)jv[q];
-        for (int e = 0; e < 12; e++) m[e] += wv[q] * l[e];
-    }
-    float t[3], u[3];
-    for (int r = 0; r < 3; r++) {
-        t[r] = m[r] * p[0] + m[4 + r] * p[1] + m[8 + r] * p[2];
-        u[r] = m[r] * nn[0] + m[4 + r] * nn[1] + m[8 + r] * nn[2];
-    }
-    memcpy(p, t, 3 * sizeof(float));
-    memcpy(nn, u, 3 * sizeof(float));
-}
 
 #ifdef DF__SKIN_HAVE_AVX2
 /* 8x8 transpose: r[i] = row i in, r[c] = column c out. */

@@ -70,7 +70,8 @@ const char *df__skin_impl_name(int impl);
 
 /* Dual quaternion skinning. dq: [J][8] unit dual quaternions of the rigid
  * part of each skin matrix. lin: [J][16] skin-matrix layout holding the
- * scale/shear part (translation zero), blended linearly and applied first;
+ * scale/shear part as an affine map (scale about the joint's bind position,
+ * so its translation column is c - P c), blended linearly and applied first;
  * NULL when every joint is rigid. Normals are transformed by the blended
  * scale/shear part, then the blended rotation, then normalised. */
 void df__skin_dqs(const df__skin_t *s, const float *dq, const float *lin,

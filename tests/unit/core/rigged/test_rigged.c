@@ -726,8 +726,8 @@ static void hmul(const double a[4], const double b[4], double o[4])
     o[3] = a[3] * b[3] - a[0] * b[0] - a[1] * b[1] - a[2] * b[2];
 }
 
-/* S: [J,12] rigid skin matrices; lin: [J,9] scale part applied first
- * (NULL = identity) */
+/* S: [J,12] rigid skin matrices; lin: [J,12] affine scale part (row-major
+ * 3x4) applied first (NULL = identity) */
 static void ref_dqs(const df_rigged_data_t *d, const double *S,
                     const double *lin, double *pos, double *nrm)
 {
@@ -747,7 +747,7 @@ static void ref_dqs(const df_rigged_data_t *d, const double *S,
         for (int i = 0; i < 4; i++) dq[8 * j + 4 + i] = 0.5 * du[i];
     }
     for (int64_t v = 0; v < N; v++) {
-        double b[8] = {0}, A[9] = {0};
+        double b[8] = {0}, A[12] = {0};
         /* pivot for the sign fix: the heaviest influence (first on ties) */
         int64_t kp = 0;
         for (int64_t k = 1; k < K; k++)
@@ -760,8 +760,8 @@ static void ref_dqs(const df_rigged_data_t *d, const double *S,
             double dot = q0[0] * qk[0] + q0[1] * qk[1] + q0[2] * qk[2] + q0[3] * qk[3];
             double sw = dot < 0 ? -w : w;
             for (int i = 0; i < 8; i++) b[i] += sw * qk[i];
-            for (int i = 0; i < 9; i++)
-                A[i] += w * (lin ? lin[9 * j + i] : (i % 4 == 0));
+            for (int i = 0; i < 12; i++)
+                A[i] += w * (lin ? lin[12 * j + i] : (i % 5 == 0));
         }
         double n = sqrt(b[0] * b[0] + b[1] * b[1] + b[2] * b[2] + b[3] * b[3]);
         for (int i = 0; i < 8; i++) b[i] /= n;
@@ -781,8 +781,8 @@ static void ref_dqs(const df_rigged_data_t *d, const double *S,
             nn[k] = d->normals[3 * v + k];
         }
         for (int r = 0; r < 3; r++) {
-            p1[r] = A[3 * r] * p[0] + A[3 * r + 1] * p[1] + A[3 * r + 2] * p[2];
-            n1[r] = A[3 * r] * nn[0] + A[3 * r + 1] * nn[1] + A[3 * r + 2] * nn[2];
+            p1[r] = A[4 * r] * p[0] + A[4 * r + 1] * p[1] + A[4 * r + 2] * p[2] + A[4 * r + 3];
+            n1[r] = A[4 * r] * nn[0] + A[4 * r + 1] * nn[1] + A[4 * r + 2] * nn[2];
         }
         double on[3], l = 0;
         for (int r = 0; r < 3; r++) {
@@ -917,16 +917,16 @@ static void test_dqs_scaled_joints(void)
     df_model_t *m = open_src(&s, "dqsscale");
     if (!m) { src_free(&s); return; }
     float *mats = malloc(J * 48);
-    double *S = malloc(J * 96), *lin = malloc(J * 72);
+    double *S = malloc(J * 96), *lin = malloc(J * 96);
     for (int64_t j = 0; j < J; j++) {
         float q[4];
         double R[9], sc3[3];
         rand_quat(q);
         ref_qmat(q, R);
         for (int k = 0; k < 3; k++) sc3[k] = 0.5 + urand();
-        memset(lin + 9 * j, 0, 72);
+        memset(lin + 12 * j, 0, 96);
         for (int i = 0; i < 3; i++) {
-            lin[9 * j + 4 * i] = sc3[i];
+            lin[12 * j + 5 * i] = sc3[i];
             for (int k = 0; k < 3; k++) {
                 mats[12 * j + 4 * i + k] = (float)(R[3 * i + k] * sc3[k]);
                 S[12 * j + 4 * i + k] = R[3 * i + k];
@@ -957,6 +957,108 @@ static void test_dqs_scaled_joints(void)
     free(nrm);
     df_scratch_free(&sc);
     df_model_unref(&m);
+    src_free(&s);
+}
+
+/* Scaled joints with bind positions away from the origin: the scale/shear
+ * part P of each skin matrix S = [R P | t] acts about the joint's bind
+ * position c (docs/rigged.md):  S x = R (P (x - c) + c) + t'.
+ * Reference: R and P are built here (P = Q diag Q^T, never through the
+ * code's polar decomposition) and fed to the independent DQS reference.
+ * Then the whole character is moved by d (rest mesh, binds and pose): the
+ * answer must move by exactly d, as LBS's does. */
+static void test_dqs_scale_about_joint(void)
+{
+    model_src_t s;
+    int64_t N = 400, J = 8;
+    make_model(&s, N, 60, 0, J, 3, 0, 0.2);
+    s.d.skinning = "dqs";
+    double *S = malloc(J * 96), *Sr = malloc(J * 96), *lin = malloc(J * 96);
+    float *mats = malloc(J * 48);
+    for (int64_t j = 0; j < J; j++) {
+        float qr[4], qq[4];
+        double R[9], Q[9], P[9], D[3], c[3];
+        rand_quat(qr);
+        rand_quat(qq);
+        ref_qmat(qr, R);
+        ref_qmat(qq, Q);
+        for (int k = 0; k < 3; k++) D[k] = 0.5 + 1.2 * urand();
+        for (int a = 0; a < 3; a++)
+            for (int b2 = 0; b2 < 3; b2++) {
+                P[3 * a + b2] = 0;
+                for (int k = 0; k < 3; k++) P[3 * a + b2] += Q[3 * a + k] * D[k] * Q[3 * b2 + k];
+            }
+        /* c = bind position = translation of world_rest (= inverse(ibm)) */
+        for (int a = 0; a < 3; a++) c[a] = s.world_rest[12 * j + 4 * a + 3];
+        double t[3], e[3];
+        for (int a = 0; a < 3; a++) t[a] = srand1();
+        for (int a = 0; a < 3; a++)
+            e[a] = c[a] - (P[3 * a] * c[0] + P[3 * a + 1] * c[1] + P[3 * a + 2] * c[2]);
+        for (int a = 0; a < 3; a++) {
+            for (int b2 = 0; b2 < 3; b2++) {
+                double rp = 0;
+                for (int k = 0; k < 3; k++) rp += R[3 * a + k] * P[3 * k + b2];
+                S[12 * j + 4 * a + b2] = rp;        /* the skin matrix R P */
+                Sr[12 * j + 4 * a + b2] = R[3 * a + b2]; /* its rigid part */
+                lin[12 * j + 4 * a + b2] = P[3 * a + b2];
+            }
+            S[12 * j + 4 * a + 3] = t[a];
+            Sr[12 * j + 4 * a + 3] =
+                t[a] - (R[3 * a] * e[0] + R[3 * a + 1] * e[1] + R[3 * a + 2] * e[2]);
+            lin[12 * j + 4 * a + 3] = e[a];
+        }
+        /* the pose as world matrices: M = S * world_rest */
+        double M[12];
+        ref_mul34(S + 12 * j, s.world_rest + 12 * j, M);
+        for (int k = 0; k < 12; k++) mats[12 * j + k] = (float)M[k];
+    }
+    double *rp = malloc(N * 24), *rn = malloc(N * 24);
+    ref_dqs(&s.d, Sr, lin, rp, rn);
+    df_model_t *m = open_src(&s, "dqspivot");
+    float *pos = malloc(N * 12), *nrm = malloc(N * 12), *pos2 = malloc(N * 12);
+    float *po[1] = {pos}, *no[1] = {nrm}, *po2[1] = {pos2};
+    const float *mo[1] = {mats};
+    df_scratch_t *sc = df_scratch_new();
+    df_error_t err = {0};
+    if (m) {
+        DF_CHECK_MSG(eval(m, 1, NULL, NULL, NULL, mo, po, no, NULL, sc, &err) == 0, "%s",
+                     err.msg);
+        double ep = max_err(pos, rp, N * 3), en = max_err(nrm, rn, N * 3);
+        DF_CHECK_MSG(ep < 1e-4, "DQS scaled about the joint: positions max error %g", ep);
+        DF_CHECK_MSG(en < 1e-4, "DQS scaled about the joint: normals max error %g", en);
+        df_model_unref(&m);
+    }
+    /* move everything by d: positions + d, ibm * T(-d), pose T(d) * M */
+    const double dv[3] = {5, -3, 2};
+    for (int64_t v = 0; v < N; v++)
+        for (int k = 0; k < 3; k++) s.d.positions[3 * v + k] += (float)dv[k];
+    for (int64_t j = 0; j < J; j++)
+        for (int a = 0; a < 3; a++) {
+            float *ib = s.d.inverse_bind + 16 * j + 4 * a;
+            ib[3] -= (float)(ib[0] * dv[0] + ib[1] * dv[1] + ib[2] * dv[2]);
+            mats[12 * j + 4 * a + 3] += (float)dv[a];
+        }
+    m = open_src(&s, "dqspivot2");
+    if (m) {
+        DF_CHECK_MSG(eval(m, 1, NULL, NULL, NULL, mo, po2, NULL, NULL, sc, &err) == 0, "%s",
+                     err.msg);
+        double e = 0;
+        for (int64_t v = 0; v < N; v++)
+            for (int k = 0; k < 3; k++)
+                e = fmax(e, fabs((double)pos2[3 * v + k] - dv[k] - pos[3 * v + k]));
+        DF_CHECK_MSG(e < 1e-4, "DQS moved by d: output moved by d +- %g", e);
+        df_model_unref(&m);
+    }
+    free(S);
+    free(Sr);
+    free(lin);
+    free(mats);
+    free(rp);
+    free(rn);
+    free(pos);
+    free(pos2);
+    free(nrm);
+    df_scratch_free(&sc);
     src_free(&s);
 }
 
@@ -1494,6 +1596,7 @@ int main(void)
     DF_RUN(test_dqs_vs_reference);
     DF_RUN(test_dqs_equals_lbs_single_influence);
     DF_RUN(test_dqs_scaled_joints);
+    DF_RUN(test_dqs_scale_about_joint);
     DF_RUN(test_dqs_kernels_agree);
     DF_RUN(test_morph_gemm_and_batch);
     DF_RUN(test_per_pose_flags);
