@@ -324,6 +324,8 @@ int df_server_submit(df_server_t *s, df_job_t *job, df_error_t *err)
                 return reject(s, job, DF_EINVAL, &e, err);
             }
         out->index = o;
+        /* the output's own encoding, else the request's, else the character's */
+        if (out->encoding == DF_ENC_DEFAULT) out->encoding = job->encoding;
         if (out->encoding == DF_ENC_DEFAULT) out->encoding = ld->char_enc[p->char_idx];
         if (out->encoding < DF_ENC_F32 || out->encoding > DF_ENC_I16) {
             df_error_set(&e, DF_EINVAL, "output '%s': bad encoding", out->name);

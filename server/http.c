@@ -649,11 +649,15 @@ static enum MHD_Result start_infer(req_t *q)
         memcpy(in->shape, k->inputs[i].shape, sizeof in->shape);
         in->data = k->inputs[i].data;
     }
+    /* encodings: an output's own parameters.encoding, else the request's
+     * (also for every output when "outputs" is omitted: the engine fills
+     * those in), else the character's */
+    job->encoding = k->encoding;
     job->n_outputs = k->n_outputs;
     for (int o = 0; o < k->n_outputs; o++) {
         df_job_output_t *out = &job->outputs[o];
         memcpy(out->name, k->outputs[o].name, DF_NAME_MAX);
-        out->encoding = k->outputs[o].encoding ? k->outputs[o].encoding : k->encoding;
+        out->encoding = k->outputs[o].encoding;
         out->front_flags = k->outputs[o].binary >= 0 ? k->outputs[o].binary : k->binary_output;
     }
     job->batch = k->batch_size;

@@ -91,6 +91,11 @@ struct df_job {
     df_job_input_t inputs[DF_MAX_IO];
     int n_outputs;                /* 0: every output of the model */
     df_job_output_t outputs[DF_MAX_IO];
+    df_encoding_t encoding;       /* the request's encoding: applies to
+                                   * every output whose own encoding is
+                                   * DF_ENC_DEFAULT (all of them when
+                                   * n_outputs == 0); DF_ENC_DEFAULT: the
+                                   * character's */
     int batch;                    /* B; 0: from the inputs' leading dim
                                    * (1 when no input has one) */
     uint32_t flags;               /* DF_POSE_*; 0: character default */

@@ -17,6 +17,7 @@
 export PYTHONPATH=$ROOT/clients/python
 
 "$PY" clients/python/tests/test_codec.py tests/data/golden_frames || NFAIL=$((NFAIL + 1))
+"$PY" clients/python/tests/test_http_encoding.py || NFAIL=$((NFAIL + 1))
 
 build_demo "$T/demo-repo" && ok py-demo-repo || { fail py-demo-repo; finish; exit 1; }
 start_daemon "$T/demo-repo" && ok py-daemon-ready || { fail py-daemon-ready; finish; exit 1; }
@@ -131,6 +132,44 @@ with HttpClient("127.0.0.1", HTTP) as c:
           "%d values off (%d inside the range, server says %s clamped)" % (bad, inside, qp.get("clamped")))
     if qp.get("clamped"):
         print("note: int16 clamped %s of %d values (range from the rest bbox)" % (qp["clamped"], len(pj.data)))
+    # encoding= without naming outputs (the README's morphcube_half float16
+    # line): every output comes back in that encoding, binary and JSON, each
+    # within its bound of the float32 answer (issue 14.1)
+    ref32 = c.infer("morphcube_half", {}, encoding="float32")
+    enc_all = {}
+    for enc, dt in (("float16", "FP16"), ("int16", "INT16")):
+        for binary in (True, False):
+            name = "http-encoding-all-outputs-%s-%s" % (enc, "binary" if binary else "json")
+            try:
+                got = c.infer("morphcube_half", {}, encoding=enc, binary=binary)
+            except DeformdError as e:
+                check(name, False, e)
+                continue
+            outs = c.last_response["outputs"]
+            why = []
+            if sorted(got) != sorted(ref32) or len(outs) != len(ref32):
+                why.append("outputs %s vs %s" % (sorted(got), sorted(ref32)))
+            for o in outs:
+                p = o.get("parameters") or {}
+                if o["datatype"] != dt or p.get("encoding") != enc:
+                    why.append("%s is %s/%s" % (o["name"], o["datatype"], p.get("encoding")))
+                n = len(ref32[o["name"]].data)
+                if binary and p.get("binary_data_size") != 2 * n:
+                    why.append("%s: %s bytes, want %d" % (o["name"], p.get("binary_data_size"), 2 * n))
+                if not binary and "binary_data_size" in p:
+                    why.append("%s sent binary" % o["name"])
+                for k, (a, b) in enumerate(zip(got[o["name"]].data, ref32[o["name"]].data)):
+                    bound = (abs(b) * 2 ** -11 + 2 ** -25 if enc == "float16"
+                             else p["scale"][k % 3] / 2 * 1.001 + 1e-7)
+                    if abs(a - b) > bound:
+                        why.append("%s[%d] = %r vs %r" % (o["name"], k, a, b))
+                        break
+            enc_all[(enc, binary)] = got
+            check(name, not why, "; ".join(why))
+    if len(enc_all) == 4:
+        check("http-encoding-all-outputs-json-equals-binary",
+              all(enc_all[(e, True)][k] == enc_all[(e, False)][k]
+                  for e in ("float16", "int16") for k in ref32))
     # errors are answers with a status and a message naming the problem
     try:
         c.infer("nobody", {}); check("http-404", False)
@@ -157,6 +196,14 @@ with SocketClient("127.0.0.1", SOCK) as s:
     check("sock-float16-equals-http", f16s == f16)
     i16s = s.infer("wuson", {"joint_rotations": rot}, outputs=["positions"], encoding="int16")["positions"]
     check("sock-int16-equals-http", i16s == i16, "max diff %g" % maxdiff(i16s.data.tolist(), i16.data.tolist()))
+    # every output (none named) in the asked encoding: the socket's answer
+    # equals HTTP's bit for bit
+    for enc in ("float16", "int16"):
+        so = s.infer("morphcube_half", {}, encoding=enc)
+        ho = enc_all.get((enc, True), {})
+        check("sock-%s-all-outputs-equals-http" % enc,
+              sorted(so) == sorted(ho) and all(so[k] == ho[k] for k in so),
+              "%s vs %s" % (sorted(so), sorted(ho)))
     try:
         s.infer("nobody", {}); check("sock-error-notfound", False)
     except DeformdError as e:

@@ -81,7 +81,7 @@ def main(argv=None):
             else:
                 with HttpClient(a.host, a.http_port) as c:
                     out = c.infer(a.name, inputs, outputs=a.output, binary=not a.json,
-                                  encoding=None if a.encoding == "float32" else a.encoding,
+                                  encoding=a.encoding,
                                   skinning=a.skinning)
             first = (a.output or ["positions"])[0]
             if first not in out:

@@ -17,8 +17,13 @@ a batch dimension was sent).
 import array
 import http.client
 import json
+import struct
 
 from .tensor import Tensor, as_tensor, decode_f16, decode_i16, numel
+
+
+ENCODINGS = ("float32", "float16", "int16")
+_DATATYPE_ENCODING = {"FP32": "float32", "FP16": "float16", "INT16": "int16"}
 
 
 class DeformdError(Exception):
@@ -171,10 +176,17 @@ class HttpClient:
         SocketClient.infer), or B when every input has a leading dimension B
         (outputs [B, ...]). outputs: names wanted (None: all).
         binary: use the binary-data extension both ways (default) or plain
-        JSON. encoding: "float32" | "float16" | "int16" (binary only for the
-        compact ones). skinning: "lbs" | "dqs" (None: the character's).
+        JSON. encoding: "float32" | "float16" | "int16" for every output
+        (None: the character's), sent as the request's parameters.encoding
+        and, when `outputs` are named, as each output's own encoding too;
+        the answer is decoded to float32 either way (int16 JSON integers with
+        the output's scale/offset). An answer in another encoding than the
+        one asked raises DeformdError (never a silent float32).
+        skinning: "lbs" | "dqs" (None: the character's).
         parameters: extra request parameters passed as they are.
         """
+        if encoding is not None and encoding not in ENCODINGS:
+            raise ValueError("encoding must be one of %s" % ", ".join(ENCODINGS))
         ins = []
         blobs = []
         for iname, v in (inputs or {}).items():
@@ -194,8 +206,12 @@ class HttpClient:
         if skinning:
             params["skinning"] = skinning
         if outputs:
-            req["outputs"] = [{"name": o, "parameters": {"binary_data": bool(binary)}}
-                              for o in outputs]
+            req["outputs"] = []
+            for o in outputs:
+                op = {"binary_data": bool(binary)}
+                if encoding:
+                    op["encoding"] = encoding
+                req["outputs"].append({"name": o, "parameters": op})
         elif binary:
             params["binary_data_output"] = True
         if params:
@@ -215,6 +231,13 @@ class HttpClient:
         hl = rh.get("inference-header-content-length")
         self.last_response = json.loads(data[:int(hl) if hl is not None else len(data)].decode())
         out = parse_infer_response(data, hl)
+        if encoding:
+            for o in self.last_response.get("outputs", []):
+                got = (o.get("parameters") or {}).get("encoding") or \
+                    _DATATYPE_ENCODING.get(o.get("datatype"), "float32")
+                if got != encoding:
+                    raise DeformdError("output %s: asked %s, the server answered %s (%s)"
+                                       % (o.get("name"), encoding, got, o.get("datatype")))
         if batch is None:  # one pose: drop the batch dimension the server adds
             out = {k: (Tensor(t.shape[1:], t.data) if len(t.shape) > 1 and t.shape[0] == 1 else t)
                    for k, t in out.items()}
@@ -254,7 +277,19 @@ def parse_infer_response(data, header_len=None):
         else:
             flat = []
             _flat(o.get("data", []), flat)
-            out[o["name"]] = Tensor(shape, flat)
+            if o.get("datatype") == "INT16" or p.get("encoding") == "int16":
+                # JSON int16: the quantised integers; decoded like the binary ones
+                try:
+                    if len(flat) != numel(shape) or not all(isinstance(q, int) for q in flat):
+                        raise struct.error("not integers")
+                    raw = struct.pack("<%dh" % len(flat), *flat)
+                except struct.error:
+                    raise DeformdError("output %s: int16 data is not %d integers in -32768..32767"
+                                       % (o["name"], numel(shape)))
+                out[o["name"]] = decode_i16(shape, raw, p.get("scale", 1.0),
+                                            p.get("offset", 0.0))
+            else:
+                out[o["name"]] = Tensor(shape, flat)
     return out
 
 

@@ -363,6 +363,192 @@ static void test_encodings(void)
     }
 }
 
+/* JSON request with weights [B,8] and joint_rotations [B,6,4]; params: the
+ * text of "parameters":{...}, (or NULL); outputs: the "outputs" array's text,
+ * or NULL to omit "outputs" (= every output). */
+static char *json_req_outs(int B, const float *w, const float *q, const char *params,
+                           const char *outputs)
+{
+    char *s = json_req(B, w, q, params);
+    char *o = strstr(s, ",\"outputs\":");
+    size_t need = (size_t)(o - s) + (outputs ? strlen(outputs) : 0) + 32;
+    char *t = malloc(need);
+    int n = snprintf(t, need, "%.*s", (int)(o - s), s);
+    if (outputs) snprintf(t + n, need - (size_t)n, ",\"outputs\":%s}", outputs);
+    else snprintf(t + n, need - (size_t)n, "}");
+    free(s);
+    return t;
+}
+
+/* One output of an infer answer, decoded to float32 whatever its encoding
+ * and wherever it is (JSON "data" or the binary part): datatype, shape[0]
+ * checked by the caller. Returns NULL when the output is missing. */
+typedef struct {
+    char datatype[16];
+    char encoding[16];
+    size_t n;            /* values */
+    size_t binary_size;  /* parameters.binary_data_size, 0 when in JSON */
+    df_quant_t qt;       /* int16 */
+    float *v;            /* decoded values */
+} got_out_t;
+
+static int decode_answer(const resp_t *r, const char *name, got_out_t *g)
+{
+    memset(g, 0, sizeof *g);
+    size_t jl = r->header_len > 0 ? (size_t)r->header_len : r->len;
+    json_t *j = json_loadb(r->body, jl, 0, NULL);
+    if (!j) return -1;
+    size_t off = jl, i;
+    json_t *o, *found = NULL;
+    size_t found_off = 0;
+    json_array_foreach(json_object_get(j, "outputs"), i, o) {
+        json_t *p = json_object_get(o, "parameters");
+        size_t bs = (size_t)json_integer_value(json_object_get(p, "binary_data_size"));
+        if (!strcmp(json_string_value(json_object_get(o, "name")), name)) {
+            found = o;
+            found_off = off;
+        }
+        off += bs;
+    }
+    if (!found) { json_decref(j); return -1; }
+    json_t *p = json_object_get(found, "parameters");
+    snprintf(g->datatype, sizeof g->datatype, "%s", json_string_value(json_object_get(found, "datatype")));
+    snprintf(g->encoding, sizeof g->encoding, "%s", json_string_value(json_object_get(p, "encoding")));
+    g->n = 1;
+    json_array_foreach(json_object_get(found, "shape"), i, o) g->n *= (size_t)json_integer_value(o);
+    g->binary_size = (size_t)json_integer_value(json_object_get(p, "binary_data_size"));
+    json_t *sc = json_object_get(p, "scale"), *of = json_object_get(p, "offset");
+    g->qt.comps = (int)json_array_size(sc);
+    for (int c = 0; c < g->qt.comps && c < 3; c++) {
+        g->qt.scale[c] = (float)json_number_value(json_array_get(sc, (size_t)c));
+        g->qt.offset[c] = (float)json_number_value(json_array_get(of, (size_t)c));
+    }
+    g->v = malloc((g->n ? g->n : 1) * sizeof(float));
+    int rc = 0;
+    int is16 = !strcmp(g->datatype, "FP16") || !strcmp(g->datatype, "INT16");
+    if (g->binary_size) {
+        const char *b = r->body + found_off;
+        if (found_off + g->binary_size > r->len || g->binary_size != g->n * (is16 ? 2 : 4)) rc = -1;
+        else if (!strcmp(g->datatype, "FP32")) memcpy(g->v, b, g->n * 4);
+        else {
+            void *h = malloc(g->n * 2);
+            memcpy(h, b, g->n * 2);
+            if (!strcmp(g->datatype, "FP16")) df_decode_f16(h, g->n, g->v);
+            else df_decode_i16(h, g->n, &g->qt, g->v);
+            free(h);
+        }
+    } else {
+        json_t *data = json_object_get(found, "data");
+        if (json_array_size(data) != g->n) rc = -1;
+        else if (!strcmp(g->datatype, "INT16")) {
+            int16_t *h = malloc(g->n * 2);
+            for (size_t k = 0; k < g->n; k++) {
+                json_t *x = json_array_get(data, k);
+                if (!json_is_integer(x)) rc = -1;
+                h[k] = (int16_t)json_integer_value(x);
+            }
+            df_decode_i16(h, g->n, &g->qt, g->v);
+            free(h);
+        } else {
+            for (size_t k = 0; k < g->n; k++) g->v[k] = (float)json_number_value(json_array_get(data, k));
+        }
+    }
+    json_decref(j);
+    return rc;
+}
+
+/* Worst |got - ref| / bound of the encoding (float32: must be exact). */
+static double enc_error_ratio(const got_out_t *g, const float *ref)
+{
+    double worst = 0;
+    for (size_t i = 0; i < g->n; i++) {
+        double e = fabs((double)g->v[i] - (double)ref[i]), bound;
+        if (!strcmp(g->datatype, "FP32")) bound = 0;
+        else if (!strcmp(g->datatype, "FP16")) bound = ldexp(fabs(ref[i]), -11) + ldexp(1.0, -25);
+        else bound = g->qt.scale[i % 3] * 0.5 * (1 + 1e-3) + 1e-6;
+        double ratio = e == 0 ? 0 : bound > 0 ? e / bound : INFINITY;
+        if (ratio > worst) worst = ratio;
+    }
+    return worst;
+}
+
+/* issue 14.1: the request's parameters.encoding applies to every output
+ * when "outputs" is omitted (README: morphcube_half with float16), and to
+ * outputs listed without their own encoding; a per-output
+ * parameters.encoding overrides it. Values: core's answer within each
+ * encoding's documented bound (float32: bit for bit). */
+static void test_request_encoding_all_outputs(void)
+{
+    enum { B = 2, NV = 24 * 40 };
+    float w[B * 8], q[B * 24];
+    for (int b = 0; b < B; b++) rand_pose(w + b * 8, q + b * 24, 8, 6);
+    static float refp[B * NV * 3], refn[B * NV * 3];
+    const char *names[2] = {"weights", "joint_rotations"};
+    const float *data[2] = {w, q};
+    DF_CHECK(ref_eval(body_path, B, names, data, 2, NULL, 0, "positions", refp) == 0);
+    DF_CHECK(ref_eval(body_path, B, names, data, 2, NULL, 0, "normals", refn) == 0);
+    static const struct {
+        const char *params, *outputs, *dt_pos, *dt_nrm;
+        int binary;
+    } cases[] = {
+        /* outputs omitted: the request's encoding for both */
+        {"\"parameters\":{\"encoding\":\"float16\",\"binary_data_output\":true},", NULL, "FP16", "FP16", 1},
+        {"\"parameters\":{\"encoding\":\"int16\",\"binary_data_output\":true},", NULL, "INT16", "INT16", 1},
+        {"\"parameters\":{\"encoding\":\"float16\"},", NULL, "FP16", "FP16", 0},
+        {"\"parameters\":{\"encoding\":\"int16\"},", NULL, "INT16", "INT16", 0},
+        /* no encoding anywhere: the character's (alice: float32) */
+        {"\"parameters\":{\"binary_data_output\":true},", NULL, "FP32", "FP32", 1},
+        /* listed without an encoding: the request's; with one: its own */
+        {"\"parameters\":{\"encoding\":\"float16\",\"binary_data_output\":true},",
+         "[{\"name\":\"positions\"},{\"name\":\"normals\"}]", "FP16", "FP16", 1},
+        {"\"parameters\":{\"encoding\":\"float16\",\"binary_data_output\":true},",
+         "[{\"name\":\"positions\"},{\"name\":\"normals\",\"parameters\":{\"encoding\":\"float32\"}}]",
+         "FP16", "FP32", 1},
+        {"\"parameters\":{\"encoding\":\"int16\"},",
+         "[{\"name\":\"positions\",\"parameters\":{\"encoding\":\"float16\"}},{\"name\":\"normals\"}]",
+         "FP16", "INT16", 0},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        char *req = json_req_outs(B, w, q, cases[c].params, cases[c].outputs);
+        resp_t r;
+        DF_CHECK(http_req(C, D.port, "POST", "/v2/models/alice/infer", req, strlen(req), NULL, &r) == 0);
+        DF_CHECK_MSG(r.status == 200, "case %zu: status %ld %s", c, r.status, r.body);
+        DF_CHECK_MSG((r.header_len > 0) == cases[c].binary, "case %zu: header length %ld", c, r.header_len);
+        const char *want_dt[2] = {cases[c].dt_pos, cases[c].dt_nrm};
+        const char *onames[2] = {"positions", "normals"};
+        const float *refs[2] = {refp, refn};
+        size_t bin_total = 0;
+        for (int k = 0; k < 2; k++) {
+            got_out_t g;
+            int rc = decode_answer(&r, onames[k], &g);
+            DF_CHECK_MSG(rc == 0, "case %zu: %s missing or malformed: %.400s", c, onames[k], r.body);
+            DF_CHECK_MSG(!strcmp(g.datatype, want_dt[k]), "case %zu (%s %s): %s is %s, want %s", c,
+                         cases[c].params, cases[c].outputs ? cases[c].outputs : "no outputs",
+                         onames[k], g.datatype, want_dt[k]);
+            const char *want_enc = !strcmp(want_dt[k], "FP16") ? "float16"
+                                   : !strcmp(want_dt[k], "INT16") ? "int16" : "float32";
+            DF_CHECK_MSG(!strcmp(g.encoding, want_enc), "case %zu: %s encoding %s", c, onames[k], g.encoding);
+            size_t vb = !strcmp(want_dt[k], "FP32") ? 4 : 2;
+            DF_CHECK_MSG(g.n == (size_t)B * NV * 3, "case %zu: %s has %zu values", c, onames[k], g.n);
+            if (cases[c].binary)
+                DF_CHECK_MSG(g.binary_size == g.n * vb, "case %zu: %s binary_data_size %zu, want %zu", c,
+                             onames[k], g.binary_size, g.n * vb);
+            bin_total += g.binary_size;
+            if (rc == 0 && g.n == (size_t)B * NV * 3) {
+                double ratio = enc_error_ratio(&g, refs[k]);
+                DF_CHECK_MSG(ratio <= 1.0, "case %zu: %s (%s) differs from core: %g of the bound", c,
+                             onames[k], g.datatype, ratio);
+            }
+            free(g.v);
+        }
+        if (cases[c].binary)
+            DF_CHECK_MSG((size_t)r.header_len + bin_total == r.len, "case %zu: body %zu bytes, header %ld + %zu",
+                         c, r.len, r.header_len, bin_total);
+        free(req);
+        resp_free(&r);
+    }
+}
+
 static void test_defaults(void)
 {
     /* alice without weights gets her default weights; prop with no input
@@ -641,6 +827,7 @@ int main(void)
     DF_RUN(test_binary_infer);
     DF_RUN(test_inline);
     DF_RUN(test_encodings);
+    DF_RUN(test_request_encoding_all_outputs);
     DF_RUN(test_defaults);
     DF_RUN(test_mesh);
     DF_RUN(test_metrics);
