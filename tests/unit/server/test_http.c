@@ -549,6 +549,75 @@ static void test_request_encoding_all_outputs(void)
     }
 }
 
+/* issue 14.2: positions asked as int16 and normals plain in ONE request:
+ * each output keeps its own encoding (positions INT16 within scale/2 of the
+ * float32 answer, normals FP32 bit for bit), whether the request sets an
+ * encoding of its own or not; normals asked float32 explicitly under a
+ * float16 request stay float32. Fails when the per-output encoding is
+ * ignored in favour of the request's. */
+static void test_per_output_encoding(void)
+{
+    enum { B = 2, NV = 24 * 40 };
+    float w[B * 8], q[B * 24];
+    for (int b = 0; b < B; b++) rand_pose(w + b * 8, q + b * 24, 8, 6);
+    /* the float32 answer of the same request: the reference */
+    char *req = json_req_outs(B, w, q, NULL, "[{\"name\":\"positions\"},{\"name\":\"normals\"}]");
+    resp_t r;
+    DF_CHECK(http_req(C, D.port, "POST", "/v2/models/alice/infer", req, strlen(req), NULL, &r) == 0 && r.status == 200);
+    free(req);
+    got_out_t fp, fn;
+    DF_CHECK(decode_answer(&r, "positions", &fp) == 0 && !strcmp(fp.datatype, "FP32"));
+    DF_CHECK(decode_answer(&r, "normals", &fn) == 0 && !strcmp(fn.datatype, "FP32"));
+    resp_free(&r);
+    if (fp.n != (size_t)B * NV * 3 || fn.n != fp.n) {
+        DF_CHECK_MSG(0, "float32 reference has %zu / %zu values", fp.n, fn.n);
+        free(fp.v); free(fn.v);
+        return;
+    }
+    static const struct { const char *params, *outputs, *dt_nrm; } cases[] = {
+        {NULL, "[{\"name\":\"positions\",\"parameters\":{\"encoding\":\"int16\"}},{\"name\":\"normals\"}]", "FP32"},
+        {"\"parameters\":{\"binary_data_output\":true},",
+         "[{\"name\":\"positions\",\"parameters\":{\"encoding\":\"int16\"}},{\"name\":\"normals\"}]", "FP32"},
+        {"\"parameters\":{\"encoding\":\"float16\"},",
+         "[{\"name\":\"positions\",\"parameters\":{\"encoding\":\"int16\"}},"
+         "{\"name\":\"normals\",\"parameters\":{\"encoding\":\"float32\"}}]", "FP32"},
+        {"\"parameters\":{\"encoding\":\"float32\",\"binary_data_output\":true},",
+         "[{\"name\":\"normals\"},{\"name\":\"positions\",\"parameters\":{\"encoding\":\"int16\"}}]", "FP32"},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        req = json_req_outs(B, w, q, cases[c].params, cases[c].outputs);
+        DF_CHECK(http_req(C, D.port, "POST", "/v2/models/alice/infer", req, strlen(req), NULL, &r) == 0);
+        DF_CHECK_MSG(r.status == 200, "case %zu: status %ld %s", c, r.status, r.body);
+        got_out_t gp, gn;
+        DF_CHECK_MSG(decode_answer(&r, "positions", &gp) == 0, "case %zu: positions: %.300s", c, r.body);
+        DF_CHECK_MSG(decode_answer(&r, "normals", &gn) == 0, "case %zu: normals: %.300s", c, r.body);
+        DF_CHECK_MSG(!strcmp(gp.datatype, "INT16") && !strcmp(gp.encoding, "int16"),
+                     "case %zu: positions came back %s (%s), asked int16", c, gp.datatype, gp.encoding);
+        DF_CHECK_MSG(!strcmp(gn.datatype, cases[c].dt_nrm) && !strcmp(gn.encoding, "float32"),
+                     "case %zu: normals came back %s (%s), want FP32", c, gn.datatype, gn.encoding);
+        if (gp.n == fp.n && !strcmp(gp.datatype, "INT16")) {
+            DF_CHECK(gp.qt.comps == 3);
+            double worst = 0, ratio = 0;
+            for (size_t i = 0; i < gp.n; i++) {
+                double e = fabs((double)gp.v[i] - (double)fp.v[i]);
+                double step = gp.qt.scale[i % 3];
+                if (e > worst) worst = e;
+                if (step > 0 && e / (0.5 * step) > ratio) ratio = e / (0.5 * step);
+                if (!(step > 0 && step < 1e-3)) ratio = INFINITY; /* a 2 m grid: ~61 um */
+            }
+            DF_CHECK_MSG(ratio <= 1.0 + 1e-3, "case %zu: int16 positions off by %g (%.3f of scale/2)", c, worst, ratio);
+        }
+        if (gn.n == fn.n && !strcmp(gn.datatype, "FP32"))
+            DF_CHECK_MSG(!memcmp(gn.v, fn.v, fn.n * 4), "case %zu: float32 normals differ", c);
+        free(gp.v);
+        free(gn.v);
+        free(req);
+        resp_free(&r);
+    }
+    free(fp.v);
+    free(fn.v);
+}
+
 static void test_defaults(void)
 {
     /* alice without weights gets her default weights; prop with no input
@@ -828,6 +897,7 @@ int main(void)
     DF_RUN(test_inline);
     DF_RUN(test_encodings);
     DF_RUN(test_request_encoding_all_outputs);
+    DF_RUN(test_per_output_encoding);
     DF_RUN(test_defaults);
     DF_RUN(test_mesh);
     DF_RUN(test_metrics);
