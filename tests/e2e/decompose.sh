@@ -207,6 +207,22 @@ print("eval-based ERMS %.5f%% MaxAvgDist %.5f%%; tool %.5f%% %.5f%%" % (e, mad, 
 ok = abs(e - m["erms_pct"]) <= 0.01 * m["erms_pct"] and abs(mad - m["max_avg_dist_pct"]) <= 0.01 * m["max_avg_dist_pct"]
 sys.exit(0 if ok and e <= 0.1 else 1)
 EOF
+    # --model-rest: "% of diag" against the model's rest mesh, not frame 0
+    "$D" decompose "$REPO/wuson" --clip Wuson_Walk --fps 24 --bones 8 --iters 2 --model-rest \
+        --repository "$REPO" --name walkrest --metrics-json "$T/walkrest.json" >"$T/walkrest.log" 2>&1 \
+        && "$D" eval "$REPO/wuson" --rest --out "$T/wuson_rest.npy" >>"$T/walkrest.log" 2>&1 \
+        && "$PY" - "$T/walkrest.json" "$T/wuson_rest.npy" "$T/walk_src.npy" <<'EOF' \
+        && ok dec-model-rest-diag || { cat "$T/walkrest.log"; fail dec-model-rest-diag; }
+import json, sys
+import numpy as np
+m = json.load(open(sys.argv[1]))
+rest = np.load(sys.argv[2]).reshape(-1, 3).astype(np.float64)
+f0 = np.load(sys.argv[3])[0].astype(np.float64)
+d_rest = np.linalg.norm(rest.max(0) - rest.min(0))
+d_f0 = np.linalg.norm(f0.max(0) - f0.min(0))
+print("diag used %.6g, rest mesh %.6g, frame 0 %.6g" % (m["diag"], d_rest, d_f0))
+sys.exit(0 if abs(m["diag"] - d_rest) <= 1e-5 * d_rest and abs(d_rest - d_f0) > 1e-3 * d_rest else 1)
+EOF
 
     # ------------------------------------------------------------ daemon
     if [ -x "$BIN/deformd" ] && command -v curl >/dev/null; then

@@ -27,7 +27,8 @@
  * The tool owns the parallelism: core gets a parallel_for that runs the
  * ranges on T pthreads, and OpenBLAS is kept single-threaded (core calls
  * its GEMMs per vertex block inside those ranges), so the two never
- * compete for the cores (../shared/MEASUREMENTS.md). Output goes to
+ * compete for the cores (a process whose own threads and OpenBLAS's
+ * threads share 2 cores ran up to 2x slower). Output goes to
  * DIR/NAME/<next version>/model.safetensors (+ config.json if absent);
  * the written model is loaded back and its clip replayed through the rigged
  * kind, and the replay error is printed with the four metrics.
@@ -133,6 +134,20 @@ static int read_raw(const char *path, df_st_t *st, seq_t *s, df_error_t *err)
     }
     snprintf(s->source, sizeof s->source, "raw sequence");
     return DF_OK;
+}
+
+/* Diagonal of the bounding box of n points. */
+static double bbox_diag(const float *p, int64_t n)
+{
+    double lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
+    for (int64_t i = 0; i < n; i++)
+        for (int k = 0; k < 3; k++) {
+            lo[k] = fmin(lo[k], p[3 * i + k]);
+            hi[k] = fmax(hi[k], p[3 * i + k]);
+        }
+    return n > 0 ? sqrt((hi[0] - lo[0]) * (hi[0] - lo[0]) + (hi[1] - lo[1]) * (hi[1] - lo[1]) +
+                        (hi[2] - lo[2]) * (hi[2] - lo[2]))
+                 : 0;
 }
 
 /* Sample clip `clip` (or the first) of a model at its key times or 1/fps. */
@@ -609,7 +624,9 @@ int cmd_decompose(int argc, char **argv)
     if (!rc && !fit) rc = df_error_set(&err, DF_ENOMEM, "out of memory");
     if (!rc) {
         df_decompose_reconstruct(r, fit);
-        rc = df_decompose_metrics(s.F, s.N, s.frames, fit, s.T, s.tris, 0, &mt, &err);
+        /* "% of diag" against the rest pose the fit used (frame 0 when none) */
+        rc = df_decompose_metrics(s.F, s.N, s.frames, fit, s.T, s.tris,
+                                  s.rest ? bbox_diag(s.rest, s.N) : 0, &mt, &err);
     }
     /* replay the written model's clip through the rigged kind */
     if (!rc) rc = df_model_open(path, "rigged", NULL, NULL, &m, &err);
