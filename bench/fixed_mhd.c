@@ -2,7 +2,8 @@
  * libmicrohttpd server (internal epoll thread, like deformd's HTTP front)
  * that reads each request body and answers a fixed reply of N bytes. The
  * reply is queued only once the upload completed (see
- * shared/MEASUREMENTS.md: queuing earlier makes MHD close the connection).
+ * libmicrohttpd 0.9.75 answers Connection: close when a response is
+ * queued on the first call of the access handler).
  *
  *   fixed_mhd PORT REPLY_BYTES [THREADS]
  *   (PORT 0: any; prints "port=P" on stdout; THREADS > 1: an MHD thread

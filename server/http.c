@@ -8,7 +8,8 @@
  *  1. first call: route the URL, check Content-Length against the limit
  *     (an oversize body is refused at once, with Connection: close, so we
  *     never read it); nothing else is queued on the first call (MHD 0.9.75
- *     would answer Connection: close — see shared/MEASUREMENTS.md);
+ *     answers Connection: close when a response is queued on the first
+ *     call, which cut keep-alive throughput 4x in bench/bench_server.sh);
  *  2. upload calls: append to the request's body buffer (bounded);
  *  3. last call: answer GETs at once; for inference, decode the body
  *     (proto/kserve.h), fill a df_job_t whose inputs point into the body,
@@ -597,6 +598,9 @@ static const char *mime(const char *p)
 
 static enum MHD_Result h_static(req_t *q)
 {
+    if (!q->h->cfg->www_dir[0])
+        return send_error(q, 404, "no viewer: deformd found no web root (its start-up log says "
+                                  "where it looked; --www DIR sets one)");
     char full[DF_PATH_MAX + 600];
     snprintf(full, sizeof full, "%s/%s", q->h->cfg->www_dir, q->path);
     int fd = open(full, O_RDONLY | O_CLOEXEC);

@@ -8,7 +8,7 @@
  *     v'_i^p = Σ_j w_ij T_j^p [v_i; 1]
  *
  * This is the fitting half of "Temporal Parameter-free Deep Skinning of
- * Animated Meshes" (../shared/papers/temporal-deep-skinning.txt, §3). The
+ * Animated Meshes" (§3). The
  * paper's network initialisation is replaced by clustering of vertex
  * trajectories (clusters grown by splitting the worst-fitted one, refined
  * by assigning each vertex to the cluster whose per-frame rigid transforms

@@ -5,7 +5,7 @@
  * but the last, which is linear). Weights are row-major [out,in] float32 so
  * a batch X [B,in] (row-major) goes through one sgemm per layer
  * (Y = X W^T + b); at B == 1 the forward pass calls sgemv instead, because
- * sgemm at N=1 is 4-6x slower here (docs/rigapprox.md, MEASUREMENTS.md).
+ * sgemm at N=1 is several times slower than sgemv (docs/performance.md).
  * Backward is the same GEMMs transposed; gradients accumulate into a
  * df_mlp_grad_t of the same shape. Optimisers (Adam, SGD with momentum) keep
  * their state in df_mlp_opt_t. Nothing here allocates in forward/backward:

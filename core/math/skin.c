@@ -1,8 +1,8 @@
 /* skin.c — LBS and DQS kernels over the blocked influence layout (skin.h).
  *
  * DESIGN
- * Skinning is compute-bound when written as a plain loop (~9 ns/vertex,
- * MEASUREMENTS.md) because every vertex blends K 3x4 matrices. The AVX2
+ * Skinning is compute-bound when written as a plain loop (the scalar
+ * baseline of make bench-core, ~15 ns/vertex) because every vertex blends K 3x4 matrices. The AVX2
  * kernel keeps each joint's matrix as two 8-float registers (columns c0c1,
  * c2c3, see skin.h), so blending is 2 FMAs per influence with a broadcast
  * weight, and the transform is 2 FMAs + a lane fold. Matrices (64 B per
