@@ -264,6 +264,31 @@ static void test_malformed(void)
                     raw("{\"bf\":{\"dtype\":\"BF16\",\"shape\":[4],\"data_offsets\":[0,8]}}",
                         bf, 8, NOLEN),
                     DF_EFORMAT, "'bf': element 1");
+        /* the bad value at the LAST index, and at the first, of every float
+         * type (a scan that stops one short must fail), for several sizes */
+        for (int n = 1; n <= 9; n += 4)
+            for (int at = 0; at < 2; at++) {
+                int bad = at ? n - 1 : 0;
+                char hdr[160], what[64], needle[64];
+                static const struct { const char *dt; int size; } types[] = {
+                    {"F16", 2}, {"BF16", 2}, {"F32", 4}, {"F64", 8}};
+                for (int t = 0; t < 4; t++) {
+                    unsigned char data[9 * 8];
+                    memset(data, 0, sizeof data); /* zeros: finite in every type */
+                    unsigned char *e = data + (size_t)bad * types[t].size;
+                    if (t == 0) { e[0] = 0x00; e[1] = 0x7c; }      /* F16 +Inf */
+                    else if (t == 1) { e[0] = 0xc0; e[1] = 0x7f; } /* BF16 NaN */
+                    else if (t == 2) { float v = NAN; memcpy(e, &v, 4); }
+                    else { double v = -INFINITY; memcpy(e, &v, 8); }
+                    snprintf(hdr, sizeof hdr,
+                             "{\"x\":{\"dtype\":\"%s\",\"shape\":[%d],\"data_offsets\":[0,%d]}}",
+                             types[t].dt, n, n * types[t].size);
+                    snprintf(what, sizeof what, "%s non-finite at %d of %d", types[t].dt, bad, n);
+                    snprintf(needle, sizeof needle, "'x': element %d is not finite", bad);
+                    expect_fail(what, raw(hdr, data, (size_t)n * types[t].size, NOLEN),
+                                DF_EFORMAT, needle);
+                }
+            }
         double d[2] = {0, INFINITY};
         expect_fail("Inf in F64",
                     raw("{\"dd\":{\"dtype\":\"F64\",\"shape\":[2],\"data_offsets\":[0,16]}}",
