@@ -1062,7 +1062,109 @@ static void test_dqs_scale_about_joint(void)
     src_free(&s);
 }
 
+/* Skin weights that sum to 1 only within the loader's tolerance (1 +- 5e-4,
+ * accepted up to 1e-3) are renormalised exactly at load: with every joint
+ * moved by the same translation T (world = T * rest), each vertex must move
+ * by exactly T. Unnormalised weights would scale it by their sum: 5e-4 of
+ * |p + T| ~ 0.05 here, against float rounding ~1e-5. */
+static void test_weights_renormalised(void)
+{
+    model_src_t s;
+    int64_t N = 300, J = 7, K = 4;
+    make_model(&s, N, 40, 0, J, K, 0, 0.2);
+    for (int64_t v = 0; v < N; v++) {
+        double sum = 0;
+        for (int64_t k = 0; k < K; k++) sum += s.d.skin_weights[v * K + k];
+        double target = 1.0 + (v % 2 ? 5e-4 : -5e-4);
+        for (int64_t k = 0; k < K; k++)
+            s.d.skin_weights[v * K + k] = (float)(s.d.skin_weights[v * K + k] / sum * target);
+    }
+    df_model_t *m = open_src(&s, "renorm");
+    if (!m) { src_free(&s); return; }
+    const double T[3] = {100, -60, 80};
+    float *mats = malloc(J * 48), *pos = malloc(N * 12);
+    for (int64_t j = 0; j < J; j++)
+        for (int a = 0; a < 3; a++)
+            for (int c = 0; c < 4; c++)
+                mats[12 * j + 4 * a + c] =
+                    (float)(s.world_rest[12 * j + 4 * a + c] + (c == 3 ? T[a] : 0));
+    float *po[1] = {pos};
+    const float *mo[1] = {mats};
+    df_scratch_t *sc = df_scratch_new();
+    df_error_t err = {0};
+    for (int dqs = 0; dqs <= 1; dqs++) {
+        uint32_t fl[1] = {dqs ? DF_POSE_DQS : DF_POSE_LBS};
+        DF_CHECK_MSG(eval(m, 1, NULL, NULL, NULL, mo, po, NULL, fl, sc, &err) == 0, "%s",
+                     err.msg);
+        double e = 0;
+        for (int64_t v = 0; v < N; v++)
+            for (int k = 0; k < 3; k++)
+                e = fmax(e, fabs(pos[3 * v + k] - (s.d.positions[3 * v + k] + T[k])));
+        DF_CHECK_MSG(e < 2e-3, "%s: weights summing to 1 +- 5e-4: vertex off by %g",
+                     dqs ? "DQS" : "LBS", e);
+    }
+    free(mats);
+    free(pos);
+    df_scratch_free(&sc);
+    df_model_unref(&m);
+    src_free(&s);
+}
+
+/* One-hot morph weights on each target in turn (the last one included), in
+ * one batch and one pose at a time, with and without a skeleton, and a model
+ * with a single target: each against the naive sum rest + w d_m. */
+static void test_morph_one_hot(void)
+{
+    for (int variant = 0; variant < 3; variant++) {
+        int64_t N = 211, M = variant == 2 ? 1 : 9, J = variant == 1 ? 5 : 0;
+        model_src_t s;
+        make_model(&s, N, 30, M, J, J ? 3 : 0, 0, 0.0);
+        df_model_t *m = open_src(&s, "onehot");
+        if (!m) { src_free(&s); continue; }
+        float *w = calloc(M * M, 4), *pos = malloc(M * N * 12);
+        const float *wp[16];
+        float *po[16];
+        for (int64_t p = 0; p < M; p++) {
+            w[p * M + p] = 0.75f;
+            wp[p] = w + p * M;
+            po[p] = pos + p * N * 3;
+        }
+        double *ref = malloc(N * 24), *rn = malloc(N * 24);
+        df_scratch_t *sc = df_scratch_new();
+        df_error_t err = {0};
+        for (int one = 0; one <= 1; one++) {
+            if (!one)
+                DF_CHECK_MSG(eval(m, (int)M, wp, NULL, NULL, NULL, po, NULL, NULL, sc, &err) == 0,
+                             "%s", err.msg);
+            for (int64_t p = 0; p < M; p++) {
+                if (one)
+                    DF_CHECK_MSG(eval(m, 1, wp + p, NULL, NULL, NULL, po + p, NULL, NULL, sc,
+                                      &err) == 0, "%s", err.msg);
+                double e = 0;
+                if (J) {
+                    ref_lbs(&s.d, s.world_rest, wp[p], ref, rn);
+                } else {
+                    for (int64_t i = 0; i < N * 3; i++)
+                        ref[i] = s.d.positions[i] + 0.75 * s.d.morph_deltas[p * N * 3 + i];
+                }
+                e = max_err(po[p], ref, N * 3);
+                DF_CHECK_MSG(e < 1e-5, "M=%lld J=%lld %s: one-hot on target %lld: error %g",
+                             (long long)M, (long long)J, one ? "alone" : "in a batch",
+                             (long long)p, e);
+            }
+        }
+        free(w);
+        free(pos);
+        free(ref);
+        free(rn);
+        df_scratch_free(&sc);
+        df_model_unref(&m);
+        src_free(&s);
+    }
+}
+
 static void test_dqs_kernels_agree(void)
+
 {
     /* the scalar fallback and the vectorised DQS kernel on the same data
      * (the model tests above go through the default, widest kernel) */
@@ -1598,6 +1700,8 @@ int main(void)
     DF_RUN(test_dqs_scaled_joints);
     DF_RUN(test_dqs_scale_about_joint);
     DF_RUN(test_dqs_kernels_agree);
+    DF_RUN(test_weights_renormalised);
+    DF_RUN(test_morph_one_hot);
     DF_RUN(test_morph_gemm_and_batch);
     DF_RUN(test_per_pose_flags);
     DF_RUN(test_bad_pose_inputs);
