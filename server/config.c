@@ -73,7 +73,7 @@ void df_config_default(df_config_t *c)
     c->workers = 2;
     c->http_threads = 2;
     c->http_connection_memory = 16384;
-    strcpy(c->www_dir, "server/www");
+    /* www_dir "": found next to the executable by deformd (server/main.c) */
     c->max_body_bytes = 64ull << 20;
     c->max_frame_bytes = 64ull << 20;
     c->max_json_depth = 16;

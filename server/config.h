@@ -29,7 +29,11 @@ typedef struct df_config {
                                      headers, read/write buffers), default 16 KiB */
     char token[256];              /* bearer token ("" = admin API disabled) */
     char token_file[DF_PATH_MAX];
-    char www_dir[DF_PATH_MAX];    /* static files for /viewer/ */
+    char www_dir[DF_PATH_MAX];    /* static files for /viewer/; "" by
+                                   * default: deformd looks next to its
+                                   * executable (<exe dir>/../server/www,
+                                   * <exe dir>/../share/deformd/www) and
+                                   * stays "" when neither has index.html */
     char cors_origin[256];        /* Access-Control-Allow-Origin, "" none */
     char ready_file[DF_PATH_MAX]; /* written with the bound ports when ready */
     uint64_t max_body_bytes;      /* HTTP request body, default 64 MiB */

@@ -16,6 +16,7 @@
 #include "http.h"
 #include "job.h"
 #include <errno.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,7 +45,9 @@ static void usage(FILE *f)
             "  --host ADDR          listen address (default 127.0.0.1)\n"
             "  --workers N          worker threads (default 2)\n"
             "  --token-file FILE    bearer token for the repository API (else disabled)\n"
-            "  --www DIR            static files served at /viewer/ (default server/www)\n"
+            "  --www DIR            static files served at /viewer/ (default: next to the\n"
+            "                       executable, <exe dir>/../server/www in a checkout,\n"
+            "                       <exe dir>/../share/deformd/www when installed)\n"
             "  --ready-file FILE    write \"http=PORT socket=PORT\" once serving\n"
             "  --set KEY=VALUE      any configuration key (see docs/configuration.md)\n"
             "  --no-batching        max_batch_size 1 for every model (benchmarks)\n"
@@ -59,6 +62,51 @@ static const struct { const char *opt, *key; } optmap[] = {
     {"--ready-file", "ready_file"}, {"--cors-origin", "cors_origin"},
     {"--max-body-bytes", "max_body_bytes"}, {"--http-threads", "http_threads"},
 };
+
+/* The viewer's directory. Explicit (--www DIR, config key www): taken as
+ * given. Default: next to the executable (/proc/self/exe), so the daemon
+ * started from any directory finds it: <exe dir>/../server/www (bin/deformd
+ * of a checkout), then <exe dir>/../share/deformd/www (an installed prefix);
+ * the first with an index.html wins and is stored as an absolute path.
+ * Says on the log where /viewer/ serves from, or that there is no viewer
+ * and which directories were tried; cfg->www_dir stays "" then (404). */
+static void resolve_www(df_config_t *cfg)
+{
+    char idx[DF_PATH_MAX + 16], abs[PATH_MAX];
+    if (cfg->www_dir[0]) {
+        snprintf(idx, sizeof idx, "%s/index.html", cfg->www_dir);
+        const char *shown = realpath(cfg->www_dir, abs) ? abs : cfg->www_dir;
+        if (access(idx, R_OK) == 0)
+            df__log("viewer: /viewer/ serves %s (www)", shown);
+        else
+            df__log("no viewer: /viewer/ answers 404: www %s has no readable index.html", shown);
+        return;
+    }
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0) {
+        df__log("no viewer: /viewer/ answers 404: cannot read /proc/self/exe (%s) to find the "
+                "web root next to the executable; set --www DIR", strerror(errno));
+        return;
+    }
+    exe[n] = 0;
+    char *slash = strrchr(exe, '/');
+    if (slash) *slash = 0;
+    static const char *const rel[] = {"../server/www", "../share/deformd/www"};
+    char tried[2][PATH_MAX + 32];
+    for (size_t k = 0; k < sizeof rel / sizeof rel[0]; k++) {
+        snprintf(tried[k], sizeof tried[k], "%s/%s", exe, rel[k]);
+        if (realpath(tried[k], abs)) snprintf(tried[k], sizeof tried[k], "%s", abs);
+        snprintf(idx, sizeof idx, "%.*s/index.html", DF_PATH_MAX - 1, tried[k]);
+        if (access(idx, R_OK) == 0 && strlen(tried[k]) < sizeof cfg->www_dir) {
+            snprintf(cfg->www_dir, sizeof cfg->www_dir, "%s", tried[k]);
+            df__log("viewer: /viewer/ serves %s (next to the executable)", cfg->www_dir);
+            return;
+        }
+    }
+    df__log("no viewer: /viewer/ answers 404: no index.html in %s nor %s; set --www DIR",
+            tried[0], tried[1]);
+}
 
 int main(int argc, char **argv)
 {
@@ -122,6 +170,7 @@ int main(int argc, char **argv)
 
     df__log("starting %s: repository %s, %d workers, admin API %s", DF_VERSION, cfg.repository,
             cfg.workers, cfg.token[0] ? "enabled (token set)" : "disabled (no token)");
+    if (cfg.http_port >= 0) resolve_www(&cfg);
     df_server_t *srv = NULL;
     if (df_server_new(&cfg, &srv, &err) || df_server_start(srv, &err)) {
         df__log("cannot start: %s", err.msg);

@@ -196,15 +196,33 @@ static const char *bin_dir(void)
     return b && *b ? b : "bin";
 }
 
+/* Optional, for the next daemon_start calls: the daemon's working
+ * directory (NULL: the test's own) and executable (NULL: $BIN/deformd).
+ * With a working directory set, the paths daemon_start passes are made
+ * absolute (repo must be absolute already). */
+static const char *du_daemon_cwd;
+static const char *du_daemon_exe;
+
+static void du_abs(char *dst, size_t cap, const char *path)
+{
+    char cwd[1024];
+    if (path[0] == '/' || !getcwd(cwd, sizeof cwd)) snprintf(dst, cap, "%s", path);
+    else snprintf(dst, cap, "%s/%s", cwd, path);
+}
+
 /* extra: NULL-terminated extra arguments. Returns 0 when serving. */
 static int daemon_start(daemon_t *d, const char *repo, const char *tag, const char *const *extra)
 {
     memset(d, 0, sizeof d[0]);
-    snprintf(d->ready, sizeof d->ready, "%s/%s.ready", test_out(), tag);
-    snprintf(d->log, sizeof d->log, "%s/%s.log", test_out(), tag);
+    char rel[1024];
+    snprintf(rel, sizeof rel, "%s/%s.ready", test_out(), tag);
+    du_abs(d->ready, sizeof d->ready, rel);
+    snprintf(rel, sizeof rel, "%s/%s.log", test_out(), tag);
+    du_abs(d->log, sizeof d->log, rel);
     unlink(d->ready);
     char exe[1024];
-    snprintf(exe, sizeof exe, "%s/deformd", bin_dir());
+    snprintf(rel, sizeof rel, "%s/deformd", bin_dir());
+    du_abs(exe, sizeof exe, du_daemon_exe ? du_daemon_exe : rel);
     const char *argv[64];
     int n = 0;
     argv[n++] = exe;
@@ -218,6 +236,10 @@ static int daemon_start(daemon_t *d, const char *repo, const char *tag, const ch
     if (pid == 0) {
         FILE *lf = freopen(d->log, "w", stderr);
         (void)lf;
+        if (du_daemon_cwd && chdir(du_daemon_cwd)) {
+            perror(du_daemon_cwd);
+            _exit(127);
+        }
         execv(exe, (char *const *)argv);
         perror("execv");
         _exit(127);
