@@ -134,6 +134,107 @@ static void test_parse_errors(void)
     df_ks_request_free(&r);
 }
 
+/* issue 14.6: "data" holding MORE values than the shape says is refused,
+ * flat or nested, with a message naming the input and both counts (not
+ * only by the fuzz corpus). Checked with the subset reader and with the
+ * jansson reference parser. */
+static void test_parse_too_many_values(void)
+{
+    df_ks_request_t r;
+    memset(&r, 0, sizeof r);
+    const struct { const char *b, *text; } c[] = {
+        {"{\"inputs\":[{\"name\":\"w\",\"datatype\":\"FP32\",\"shape\":[2],\"data\":[1,2,3]}]}",
+         "input 'w': data has 3 numbers but shape needs 2"},
+        {"{\"inputs\":[{\"name\":\"w\",\"datatype\":\"FP32\",\"shape\":[1,3],\"data\":[1,2,3,4]}]}",
+         "input 'w': data has 4 numbers but shape needs 3"},
+        {"{\"inputs\":[{\"name\":\"q\",\"datatype\":\"FP32\",\"shape\":[2,2],\"data\":[[1,2],[3,4],[5,6]]}]}",
+         "input 'q': data has 6 numbers but shape needs 4"},
+        {"{\"inputs\":[{\"name\":\"q\",\"datatype\":\"FP32\",\"shape\":[2,2],\"data\":[[1,2,3],[4,5]]}]}",
+         "input 'q': data has 5 numbers but shape needs 4"},
+        /* right count, one row too long and one too short: not the shape */
+        {"{\"inputs\":[{\"name\":\"q\",\"datatype\":\"FP32\",\"shape\":[2,2],\"data\":[[1,2,3],[4]]}]}",
+         "input 'q': nested data does not follow the shape"},
+        /* the second input is the one with too many */
+        {"{\"inputs\":[{\"name\":\"a\",\"datatype\":\"FP32\",\"shape\":[1],\"data\":[1]},"
+         "{\"name\":\"b\",\"datatype\":\"FP32\",\"shape\":[1],\"data\":[1,2]}]}",
+         "input 'b': data has 2 numbers but shape needs 1"},
+    };
+    for (int jansson = 0; jansson < 2; jansson++) {
+        df__kserve_jansson_only(jansson);
+        for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+            df_error_t e = {0};
+            int rc = df_kserve_parse_request(&r, c[i].b, strlen(c[i].b), strlen(c[i].b), NULL, &e);
+            DF_CHECK_MSG(rc == DF_EINVAL && e.code == DF_EINVAL && strstr(e.msg, c[i].text),
+                         "%s case %zu: rc %d msg '%s', want '%s'", jansson ? "jansson" : "subset", i,
+                         rc, e.msg, c[i].text);
+        }
+        /* the same requests with the count right are accepted */
+        const char *okb = "{\"inputs\":[{\"name\":\"q\",\"datatype\":\"FP32\",\"shape\":[2,2],\"data\":[[1,2],[3,4]]}]}";
+        df_error_t e = {0};
+        DF_CHECK(df_kserve_parse_request(&r, okb, strlen(okb), strlen(okb), NULL, &e) == 0 &&
+                 r.n_inputs == 1 && r.inputs[0].numel == 4 && r.inputs[0].data[3] == 4.0f);
+    }
+    df__kserve_jansson_only(0);
+    df_ks_request_free(&r);
+}
+
+/* issue 14.6: a parameters.binary_data_size larger than what remains of the
+ * body is refused with a message naming the input, its size and the bytes
+ * left (not read past the end, not only by the fuzz corpus) — for the first
+ * input, for a later one once earlier inputs took their bytes, and for a
+ * size far beyond the body. A binary_data_size that disagrees with the shape,
+ * one past 64 bits and a negative one are refused too. */
+static void test_parse_binary_size_past_end(void)
+{
+    df_ks_request_t r;
+    memset(&r, 0, sizeof r);
+    static const struct { const char *hdr; size_t bin; const char *text; } c[] = {
+        /* 16 bytes announced, 8 present */
+        {"{\"inputs\":[{\"name\":\"w\",\"datatype\":\"FP32\",\"shape\":[4],"
+         "\"parameters\":{\"binary_data_size\":16}}]}", 8,
+         "input 'w': binary data of 16 bytes runs past the end of the body (8 bytes left)"},
+        /* nothing after the header at all */
+        {"{\"inputs\":[{\"name\":\"w\",\"datatype\":\"FP32\",\"shape\":[4],"
+         "\"parameters\":{\"binary_data_size\":16}}]}", 0,
+         "input 'w': binary data of 16 bytes runs past the end of the body (0 bytes left)"},
+        /* a fits (8 of 12 bytes), then b wants 8 of the 4 left */
+        {"{\"inputs\":[{\"name\":\"a\",\"datatype\":\"FP32\",\"shape\":[2],"
+         "\"parameters\":{\"binary_data_size\":8}},{\"name\":\"b\",\"datatype\":\"FP32\",\"shape\":[2],"
+         "\"parameters\":{\"binary_data_size\":8}}]}", 12,
+         "input 'b': binary data of 8 bytes runs past the end of the body (4 bytes left)"},
+        /* a size far beyond the body (matching its shape) */
+        {"{\"inputs\":[{\"name\":\"w\",\"datatype\":\"FP32\",\"shape\":[1000000],"
+         "\"parameters\":{\"binary_data_size\":4000000}}]}", 16,
+         "input 'w': binary data of 4000000 bytes runs past the end of the body (16 bytes left)"},
+        /* larger than the shape's bytes: refused before the body is looked at */
+        {"{\"inputs\":[{\"name\":\"w\",\"datatype\":\"FP32\",\"shape\":[2],"
+         "\"parameters\":{\"binary_data_size\":4611686018427387904}}]}", 8,
+         "input 'w': binary_data_size 4611686018427387904 does not match shape (2 FP32 = 8 bytes)"},
+        {"{\"inputs\":[{\"name\":\"w\",\"datatype\":\"FP32\",\"shape\":[2],"
+         "\"parameters\":{\"binary_data_size\":18446744073709551616}}]}", 8,
+         "too big integer near '18446744073709551616'"},
+        {"{\"inputs\":[{\"name\":\"w\",\"datatype\":\"FP32\",\"shape\":[2],"
+         "\"parameters\":{\"binary_data_size\":-8}}]}", 8,
+         "input 'w': parameters.binary_data_size must be a non-negative integer"},
+    };
+    static char body[4096 + 64];
+    for (int jansson = 0; jansson < 2; jansson++) {
+        df__kserve_jansson_only(jansson);
+        for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+            size_t hl = strlen(c[i].hdr);
+            memcpy(body, c[i].hdr, hl);
+            for (size_t k = 0; k < c[i].bin; k++) body[hl + k] = (char)(k + 1);
+            df_error_t e = {0};
+            int rc = df_kserve_parse_request(&r, body, hl + c[i].bin, hl, NULL, &e);
+            DF_CHECK_MSG(rc == DF_EINVAL && e.code == DF_EINVAL && strstr(e.msg, c[i].text),
+                         "%s case %zu: rc %d msg '%s', want '%s'", jansson ? "jansson" : "subset", i,
+                         rc, e.msg, c[i].text);
+        }
+    }
+    df__kserve_jansson_only(0);
+    df_ks_request_free(&r);
+}
+
 static void test_response_roundtrip(void)
 {
     enum { N = 60000 };
@@ -519,6 +620,8 @@ int main(void)
     DF_RUN(test_parse_binary);
     DF_RUN(test_parse_binary_cached);
     DF_RUN(test_parse_errors);
+    DF_RUN(test_parse_too_many_values);
+    DF_RUN(test_parse_binary_size_past_end);
     DF_RUN(test_response_roundtrip);
     DF_RUN(test_floats_match_reference);
     DF_RUN(test_mutation_fuzz);
