@@ -10,6 +10,10 @@
  * joint_parents; a world-feature model (no joint_parents) still serves. The
  * last-layer refit is checked against a dense least-squares solve; the
  * position-space fine-tuning must lower the error on held-out poses.
+ * Error-driven anchors run on a dataset whose v_nl is prescribed here
+ * (make_syn_dataset), built so that anchors must fix a large error.
+ * Every bound is far from rounding on any OpenBLAS kernel (training
+ * trajectories differ between kernels): no check rests on a small effect.
  */
 #include "dftest.h"
 #include "df.h"
@@ -78,6 +82,74 @@ static int make_dataset_n(int n, uint64_t seed, int influence, const char *name)
 }
 
 static int make_dataset(void) { return make_dataset_n(160, 11, 4, "ra_tiny.safetensors"); }
+
+/* ------------------------------------------- datasets with a known v_nl */
+/* The tiny rig's mesh, skin weights, joints and controls (those of
+ * ra_tiny.safetensors, 56 vertices: 7 rings of 8 at y = 0, 0.5 .. 3, the
+ * height) with nonlinear offsets v_nl prescribed here, so that what a model
+ * must reach is known: positions = T_i (v_i + v_nl,i), T_i the linear part.
+ *   SYN_TWO_ENDS: v_nl = (c1 m0(y) + c3 m1(y), 0, 0), a sideways shift of
+ *     the lower half (m0 = 0.6 ((1.5 - y) / 1.5)^2 below y = 1.5) and of the
+ *     upper half (m1 = 0.3 ((y - 1.5) / 1.5)^2 above); `influence` written:
+ *     |m0| for control 1, |m1| for control 3, 0 for everything else.
+ *   SYN_LINEAR: v_nl affine in the model's features: a constant offset plus
+ *     control 1, control 3 and entry (0,1) of joint 1's local matrix
+ *     (world_0^-1 world_1; the tiny rig is the chain 0 <- 1 <- 2), each
+ *     times a fixed shape; no influence tensor. */
+enum { SYN_TWO_ENDS, SYN_LINEAR };
+
+static void syn_vnl(int mode, const df_rigdata_t *d, int64_t s, float *nl)
+{
+    const float *c = d->controls + s * d->nc;
+    float loc[12 * 3];
+    const int32_t par[3] = {-1, 0, 1};
+    df_rigapprox_local(3, par, d->joints + s * d->nj * 12, loc);
+    for (int64_t v = 0; v < d->nv; v++) {
+        double x = d->rest[v * 3], y = d->rest[v * 3 + 1], z = d->rest[v * 3 + 2], r = sqrt(x * x + z * z);
+        double *o = (double[3]){0, 0, 0};
+        if (mode == SYN_TWO_ENDS) {
+            double m0 = y < 1.5 ? 0.6 * (1.5 - y) * (1.5 - y) / 2.25 : 0, m1 = y > 1.5 ? 0.3 * (y - 1.5) * (y - 1.5) / 2.25 : 0;
+            o[0] = c[1] * m0 + c[3] * m1;
+        } else {
+            double ra = loc[1 * 12 + 1]; /* joint 1's local rotation, entry (0,1) */
+            o[0] = 0.10 + 0.15 * c[3] * x / r * (y / 3) + 0.9 * ra * (y / 3) * (y / 3);
+            o[1] = 0.05;
+            o[2] = -0.08 + 0.2 * c[1] * sin(3.14159265 * y / 3) + 0.15 * c[3] * z / r * (y / 3);
+        }
+        for (int k = 0; k < 3; k++) nl[v * 3 + k] = (float)o[k];
+    }
+}
+
+static int make_syn_dataset(int mode, const char *name)
+{
+    df_rigdata_t d;
+    df_error_t err = {0};
+    int rc = df_rigdata_open(path("ra_tiny.safetensors"), &d, &err);
+    if (rc) return rc;
+    int64_t V = d.nv, N = d.n, J = d.nj, C = d.nc;
+    float *pos = malloc(sizeof(float) * N * V * 3), *T = malloc(sizeof(float) * V * 12), *nl = malloc(sizeof(float) * V * 3);
+    float *infl = mode == SYN_TWO_ENDS ? calloc((size_t)(C + J) * V, sizeof(float)) : NULL;
+    rc = pos && T && nl && (infl || mode != SYN_TWO_ENDS) && J == 3 && C >= 4 ? 0 : -1;
+    for (int64_t v = 0; !rc && infl && v < V; v++) {
+        double y = d.rest[v * 3 + 1];
+        infl[1 * V + v] = (float)(y < 1.5 ? 0.6 * (1.5 - y) * (1.5 - y) / 2.25 : 0);
+        infl[3 * V + v] = (float)(y > 1.5 ? 0.3 * (y - 1.5) * (y - 1.5) / 2.25 : 0);
+    }
+    for (int64_t s = 0; !rc && s < N; s++) {
+        syn_vnl(mode, &d, s, nl);
+        df_rigapprox_linear(V, J, (int)d.k, d.invbind, d.skin_j, d.skin_w, 1, d.joints + s * J * 12, T);
+        df_rigapprox_apply(V, T, d.rest, nl, pos + s * V * 3);
+    }
+    if (!rc) {
+        df_rigdata_t e = d;
+        e.positions = pos, e.influence = infl;
+        rc = df_rigdata_write(&e, path(name), &err);
+    }
+    if (rc) fprintf(stderr, "synthetic dataset %s: %s\n", name, err.msg);
+    free(pos), free(T), free(nl), free(infl);
+    df_rigdata_close(&d);
+    return rc;
+}
 
 static void test_training_reproducible(void)
 {
@@ -592,10 +664,11 @@ static void test_joint_parents_inferred(void)
 
 /* Mean vertex error of a served model (dense reconstruction) on every pose
  * of a dataset, computed here from the served positions and the dataset's. */
-static double served_error(const char *model, const char *data, double *max);
-static double served_mean_error(const char *model, const char *data) { return served_error(model, data, NULL); }
+static double served_error(const char *model, const char *data, double *max, double *vmax);
+static double served_mean_error(const char *model, const char *data) { return served_error(model, data, NULL, NULL); }
 
-static double served_error(const char *model, const char *data, double *max)
+/* vmax [V] (may be NULL): each vertex's largest error over the poses. */
+static double served_error(const char *model, const char *data, double *max, double *vmax)
 {
     df_error_t err = {0};
     df_rigdata_t d;
@@ -612,6 +685,7 @@ static double served_error(const char *model, const char *data, double *max)
     df_scratch_t *sc = df_scratch_new();
     double sum = 0, mx = 0;
     int ok = got && sc && ij >= 0 && ic >= 0 && op >= 0;
+    for (int64_t v = 0; vmax && v < V; v++) vmax[v] = INFINITY;
     for (int64_t s = 0; ok && s < d.n; s++) {
         const float *pj[1] = {d.joints + s * d.nj * 12}, *pc[1] = {d.controls + s * d.nc};
         float *po[1] = {got};
@@ -622,8 +696,10 @@ static double served_error(const char *model, const char *data, double *max)
         const float *ref = d.positions + s * V * 3;
         for (int64_t v = 0; v < V; v++) {
             double a = got[v * 3] - ref[v * 3], b = got[v * 3 + 1] - ref[v * 3 + 1], c = got[v * 3 + 2] - ref[v * 3 + 2];
-            sum += sqrt(a * a + b * b + c * c);
-            mx = fmax(mx, sqrt(a * a + b * b + c * c));
+            double e = sqrt(a * a + b * b + c * c);
+            sum += e;
+            mx = fmax(mx, e);
+            if (vmax) vmax[v] = s ? fmax(vmax[v], e) : e;
         }
     }
     double e = ok ? sum / ((double)d.n * V) : INFINITY;
@@ -638,9 +714,15 @@ static double served_error(const char *model, const char *data, double *max)
 /* Position-space fine-tuning (--pos-epochs): the same training with and
  * without it (one seed); the fine-tuned model must be clearly better on
  * poses it never saw (another seed), measured through the served model.
- * A wrong gradient (sign, the G^T product, the unit vectors) would leave
- * the starting weights as the best ones and the two errors equal. It must
- * also stay reproducible. */
+ * A gradient that does not descend (e.g. its sign flipped) leaves the
+ * starting weights as the best ones and the two errors equal; one that
+ * still descends but is inexact (through the PCA basis instead of the
+ * folded G, or squared instead of Euclidean errors) is not caught here
+ * (measured: it still improves). The effect is made large against
+ * rounding: the 6-epoch model is far from converged and the fine-tuning
+ * runs at --pos-lr 1e-2 (held-out error ratio measured 0.41 on every
+ * OpenBLAS kernel; at the default 0.3 x lr it was 0.938..0.943 against a
+ * 0.95 bound). It must also stay reproducible. */
 static void test_position_finetune(void)
 {
     df_error_t err = {0};
@@ -654,7 +736,7 @@ static void test_position_finetune(void)
     small_opts(&o);
     o.no_refit = 1;
     DF_CHECK(df_rigapprox_train(&d, &o, path("ra_p0.safetensors"), NULL, &err) == 0);
-    o.pos_epochs = 40;
+    o.pos_epochs = 40, o.pos_lr = 1e-2f;
     DF_CHECK(df_rigapprox_train(&d, &o, path("ra_p1.safetensors"), NULL, &err) == 0);
     DF_CHECK(df_rigapprox_train(&d, &o, path("ra_p2.safetensors"), NULL, &err) == 0);
     DF_CHECK(same_file(path("ra_p1.safetensors"), path("ra_p2.safetensors")));
@@ -666,61 +748,113 @@ static void test_position_finetune(void)
     df_rigdata_close(&d);
     double e0 = served_mean_error("ra_p0.safetensors", "ra_tiny_test.safetensors");
     double e1 = served_mean_error("ra_p1.safetensors", "ra_tiny_test.safetensors");
-    DF_CHECK_MSG(isfinite(e0) && e1 < 0.95 * e0, "held-out mean error without %g, with fine-tuning %g", e0, e1);
+    DF_CHECK_MSG(isfinite(e0) && e1 < 0.7 * e0, "held-out mean error without %g, with fine-tuning %g", e0, e1);
 }
 
-/* Error-driven anchors (df_rigapprox_add_anchors): K more anchors on
- * distinct vertices that were not anchors, the model's own anchors and
- * their networks untouched, the served model equal to the offline loops
- * (which read every anchor from the file), the training set's max error
- * lower (what the pass is for; untrained or unscaled new networks would
- * raise it), reproducible on 1 or 3 threads; refusals named. */
+/* Error-driven anchors (df_rigapprox_add_anchors), on a case built so that
+ * the effect is large against rounding: SYN_TWO_ENDS, and a model with one
+ * principal component (taken by the larger lower mode) and one anchor (vertex
+ * 0, at the bottom). The upper mode reaches neither the differential
+ * coordinates nor an anchor, so the top ring is off by up to 0.3 |c3| (10 %
+ * of the height), more than any other vertex. K = 8 anchors in one round must
+ *  - go to the K vertices of largest training-set error, ranked here from
+ *    the served model (the top ring: a clear gap to the next vertex),
+ *  - get trained networks: the error at those vertices drops at least 4x
+ *    (measured 14x on every OpenBLAS kernel; untrained or unscaled networks
+ *    leave it or raise it),
+ *  - leave the model's own anchors and their networks untouched, all K
+ *    distinct and new;
+ * and the file loads and serves what the offline loops compute (they read
+ * every anchor from the file), the same file on 1 or 3 threads (also over
+ * 2 rounds); refusals named. Not asserted: a lower max error over the whole
+ * training set. Anchors are soft (weight omega): the solve shares the
+ * disagreement between the predicted differential coordinates and the
+ * anchors, so anchors added where the error is large can raise it elsewhere
+ * (here: the bottom ring, its single anchor now outvoted by eight). */
 static void test_add_anchors(void)
 {
     df_error_t err = {0};
     df_rigdata_t d;
-    int rc = df_rigdata_open(path("ra_tiny.safetensors"), &d, &err);
+    DF_CHECK(make_syn_dataset(SYN_TWO_ENDS, "ra_aas.safetensors") == 0);
+    int rc = df_rigdata_open(path("ra_aas.safetensors"), &d, &err);
     DF_CHECK_MSG(rc == 0, "%s", err.msg);
     if (rc) return;
     df_ratrain_opts_t o;
     small_opts(&o);
-    DF_CHECK(df_rigapprox_train(&d, &o, path("ra_aa0.safetensors"), NULL, &err) == 0);
+    o.anchor_frac = 0.01, o.pca_frac = 0.01, o.epochs = 40;
+    df_ratrain_report_t rep;
+    memset(&rep, 0, sizeof rep);
+    DF_CHECK(df_rigapprox_train(&d, &o, path("ra_aa0.safetensors"), &rep, &err) == 0);
+    DF_CHECK_MSG(rep.n_anchors == 1 && rep.n_pca == 1, "%lld anchors, %lld PCs (want 1, 1)", (long long)rep.n_anchors,
+                 (long long)rep.n_pca);
+    enum { K = 8 };
     df_raanchor_opts_t ao;
     df_raanchor_opts_default(&ao);
-    ao.add = 6, ao.rounds = 2, ao.epochs = 20, ao.verbose = 0;
+    ao.add = K, ao.rounds = 1, ao.epochs = 300, ao.verbose = 0;
     rc = df_rigapprox_add_anchors(path("ra_aa0.safetensors"), &d, &ao, path("ra_aa1.safetensors"), &err);
     DF_CHECK_MSG(rc == 0, "%s", err.msg);
     ao.threads = 3; /* the same file whatever the thread count */
     DF_CHECK(df_rigapprox_add_anchors(path("ra_aa0.safetensors"), &d, &ao, path("ra_aa2.safetensors"), &err) == 0);
     DF_CHECK(same_file(path("ra_aa1.safetensors"), path("ra_aa2.safetensors")));
+    ao.rounds = 2; /* errors re-evaluated between the rounds */
+    DF_CHECK(df_rigapprox_add_anchors(path("ra_aa0.safetensors"), &d, &ao, path("ra_aa4.safetensors"), &err) == 0);
     ao.threads = 1;
-    df_st_t *s0 = NULL, *s1 = NULL;
-    df_ramodel_t m0, m1;
-    DF_CHECK(df_st_open(path("ra_aa0.safetensors"), NULL, &s0, &err) == 0 && df_ramodel_read(s0, &m0, &err) == 0);
-    DF_CHECK(df_st_open(path("ra_aa1.safetensors"), NULL, &s1, &err) == 0 && df_ramodel_read(s1, &m1, &err) == 0);
-    if (s0 && s1) {
-        DF_CHECK_MSG(m1.na == m0.na + 6, "%lld anchors, want %lld", (long long)m1.na, (long long)m0.na + 6);
+    DF_CHECK(df_rigapprox_add_anchors(path("ra_aa0.safetensors"), &d, &ao, path("ra_aa5.safetensors"), &err) == 0);
+    DF_CHECK(same_file(path("ra_aa4.safetensors"), path("ra_aa5.safetensors")));
+    int64_t V = d.nv;
+    double *e0 = malloc(sizeof(double) * V), *e1 = malloc(sizeof(double) * V), *rank = malloc(sizeof(double) * V);
+    served_error("ra_aa0.safetensors", "ra_aas.safetensors", NULL, e0);
+    served_error("ra_aa1.safetensors", "ra_aas.safetensors", NULL, e1);
+    const char *files[2] = {"ra_aa1.safetensors", "ra_aa4.safetensors"};
+    for (int f = 0; f < 2; f++) {
+        df_st_t *s0 = NULL, *s1 = NULL;
+        df_ramodel_t m0, m1;
+        DF_CHECK(df_st_open(path("ra_aa0.safetensors"), NULL, &s0, &err) == 0 && df_ramodel_read(s0, &m0, &err) == 0);
+        DF_CHECK(df_st_open(path(files[f]), NULL, &s1, &err) == 0 && df_ramodel_read(s1, &m1, &err) == 0);
+        if (!s0 || !s1 || m0.na != 1 || m1.na != m0.na + K) {
+            DF_CHECK_MSG(0, "%s: %lld anchors, want %lld", files[f], s1 ? (long long)m1.na : -1LL, (long long)1 + K);
+            df_st_close(&s0), df_st_close(&s1);
+            continue;
+        }
         for (int64_t a = 0; a < m1.na; a++) {
             DF_CHECK(m1.anchors[a] >= 0 && m1.anchors[a] < m1.nv);
             if (a < m0.na) DF_CHECK(m1.anchors[a] == m0.anchors[a]);
             for (int64_t b = 0; b < a; b++) DF_CHECK(m1.anchors[a] != m1.anchors[b]);
         }
-        for (int64_t a = 0; a < m0.na; a++) {
-            char nm[64];
-            snprintf(nm, sizeof nm, "anchor/%lld/0/weight", (long long)a);
-            const df_tensor_t *t0 = df_st_find(s0, nm), *t1 = df_st_find(s1, nm);
-            DF_CHECK(t0 && t1 && t0->nbytes == t1->nbytes && !memcmp(t0->data, t1->data, t0->nbytes));
+        for (int64_t a = 0; a < m0.na; a++)
+            for (int l = 0; l < 3; l++) {
+                char nm[64];
+                snprintf(nm, sizeof nm, "anchor/%lld/%d/weight", (long long)a, l);
+                const df_tensor_t *t0 = df_st_find(s0, nm), *t1 = df_st_find(s1, nm);
+                DF_CHECK(t0 && t1 && t0->nbytes == t1->nbytes && !memcmp(t0->data, t1->data, t0->nbytes));
+            }
+        if (f == 0) {
+            /* the K largest errors before, the model's own anchor left out (never chosen) */
+            int64_t n = 0;
+            for (int64_t v = 0; v < V; v++)
+                if (v != m0.anchors[0]) rank[n++] = e0[v];
+            for (int64_t i = 0; i < n; i++) /* descending, K + 1 first places */
+                for (int64_t k = i + 1; i <= K && k < n; k++)
+                    if (rank[k] > rank[i]) { double q = rank[i]; rank[i] = rank[k]; rank[k] = q; }
+            DF_CHECK_MSG(rank[K - 1] > 0.05 * d.height && rank[K - 1] > 1.2 * rank[K],
+                         "the case: K-th largest error %g, next %g (height %g)", rank[K - 1], rank[K], d.height);
+            double before = INFINITY, after = 0;
+            for (int64_t a = m0.na; a < m1.na; a++) {
+                int32_t v = m1.anchors[a];
+                DF_CHECK_MSG(e0[v] >= rank[K - 1], "new anchor %d: error %g before, not among the %d largest (>= %g)", v,
+                             e0[v], K, rank[K - 1]);
+                before = fmin(before, e0[v]), after = fmax(after, e1[v]);
+            }
+            DF_CHECK_MSG(after <= 0.25 * before, "error at the new anchors: at least %g before, up to %g after", before,
+                         after);
         }
         df_ramodel_release(&m0);
         df_ramodel_release(&m1);
+        df_st_close(&s0);
+        df_st_close(&s1);
     }
-    df_st_close(&s0);
-    df_st_close(&s1);
+    free(e0), free(e1), free(rank);
     served_equals_offline("ra_aa1.safetensors");
-    double mx0 = 0, mx1 = 0;
-    served_error("ra_aa0.safetensors", "ra_tiny.safetensors", &mx0);
-    served_error("ra_aa1.safetensors", "ra_tiny.safetensors", &mx1);
-    DF_CHECK_MSG(isfinite(mx0) && mx1 < mx0, "training-set max error %g before, %g after", mx0, mx1);
     /* refusals */
     DF_CHECK(df_rigapprox_add_anchors(path("ra_aa0.safetensors"), &d, &ao, path("ra_aa0.safetensors"), &err) == DF_EINVAL);
     o.variant = DF_RA_LOCAL;

@@ -263,7 +263,11 @@ static void test_batch1_equals_batch8(void)
             mx = fmax(mx, fabs(one[i] - eight[i]));
             scale = fmax(scale, fabs(eight[i]));
         }
-        DF_CHECK_MSG(scale > 0 && mx <= 1e-6 * scale, "%s: batch 1 vs batch 8 differ by %g (largest coordinate %g)",
+        /* batch 1 (packed streaming kernel, sgemv, df_matvec3_add) and batch 8
+         * (GEMMs) sum in other orders: a few float ulps of the largest
+         * coordinate (up to 1.6e-7 of it measured, depending on the OpenBLAS
+         * kernel); 1e-5 stays far below a pose mixed up in the batch (~1e-1) */
+        DF_CHECK_MSG(scale > 0 && mx <= 1e-5 * scale, "%s: batch 1 vs batch 8 differ by %g (largest coordinate %g)",
                      params[pi], mx, scale);
         df_scratch_free(&sc);
         df_model_unref(&m);
