@@ -48,14 +48,46 @@ print(m['asset'], m['clip'].replace(' ','\\\\ '), ','.join('%.9g' % t for t in m
     else echo "FAIL $name"; fails=$((fails+1)); fi
 done
 }
+# Scaled bones (tests/data/golden_scaled, tools/blender/golden_skin.py): Blender's pose with some
+# bones scaled on top of the clip, fed to us as joint_matrices (per-bone maps from Blender,
+# tools/blender/scaled_joint_matrices.py), evaluated with the case's skinning.
+run_scaled() { # DIR LABEL
+local G=$1 label=$2 j base file model asset skin tol name out rc
+for j in "$G"/*_scaled.json; do
+    [ -e "$j" ] || continue
+    base=${j%.json}
+    file=$(basename "$base")
+    model=${file%%__*}
+    read -r asset skin tol < <($PY -c "
+import json,sys; m=json.load(open(sys.argv[1])); print(m['asset'], m['skinning'], m['tolerance_rel'])" "$j")
+    name="$label $model $file"
+    if [ ! -d "$W/repo/$model" ] && ! "$BIN/deform" import "$M/$asset" --repository "$W/repo" --name "$model" >"$W/import_$model.log" 2>&1; then
+        cat "$W/import_$model.log"; echo "FAIL $name (import)"; fails=$((fails+1)); continue
+    fi
+    if ! { "$BIN/deform" eval "$W/repo/$model" --bind --out "$W/bind_$model.npy" \
+           && $PY tools/blender/scaled_joint_matrices.py "$j" "$W/repo/$model/1/model.safetensors" "$W/bind_$model.npy" "$W/jm_$file.npy" \
+           && "$BIN/deform" eval "$W/repo/$model" --input "joint_matrices=$W/jm_$file.npy" --skinning "$skin" --out "$W/$file.npy"; } >"$W/eval.log" 2>&1; then
+        cat "$W/eval.log"; echo "FAIL $name (eval)"; fails=$((fails+1)); continue
+    fi
+    out=$("$BIN/deform" compare "$W/$file.npy" "$base.npy" --rest "$W/repo/$model" --tol "$tol" 2>&1)
+    rc=$?
+    echo "$out" | sed 's/^/    /'
+    if [ $rc -eq 0 ]; then echo "ok $name ($(echo "$out" | grep -o 'max_rel=[^ ]*'))"
+    else echo "FAIL $name"; fails=$((fails+1)); fi
+done
+}
 run_dir "$G" golden
 [ $n -gt 0 ] || { echo "FAIL golden (no golden files in $G)"; exit 1; }
+GS=${DF_GOLDEN_SCALED_DIR:-tests/data/golden_scaled}
+run_scaled "$GS" golden_scaled
+ls "$GS"/*_scaled.json >/dev/null 2>&1 || { echo "FAIL golden_scaled (no cases in $GS)"; fails=$((fails+1)); }
 # With Blender installed, bake again now (every key frame of every clip) and compare all of
 # them too: checks that the committed reference is reproducible and covers the frames the
 # small committed subset leaves out (~15 s).
 if command -v blender >/dev/null 2>&1 && [ -z "${DF_GOLDEN_DIR:-}" ]; then
     if GOLDEN_FRAMES=100000 tools/blender/make_golden.sh "$W/full" >"$W/bake.log" 2>&1; then
         run_dir "$W/full" golden_allkeys
+        run_scaled "$W/golden_scaled" golden_scaled_rebaked
     else
         cat "$W/bake.log"; echo "FAIL golden_allkeys (bake)"; fails=$((fails+1))
     fi

@@ -3,8 +3,18 @@
 Run headless:
     blender -b --factory-startup --python tools/blender/bake.py -- IN OUT_DIR \
         [--frames keys|all|a:b] [--max-frames K] [--clips A,B] [--fbx-scale S] [--dqs]
+        [--pose-scale BONE=sx,sy,sz ...] [--skin-matrices]
 
 --dqs bakes with the armature modifiers' "Preserve Volume" on: Blender's dual-quaternion skinning.
+--pose-scale BONE=sx,sy,sz (repeatable) multiplies that pose bone's scale (in the bone's own
+axes) by (sx, sy, sz) on top of the action at every baked frame; its children inherit it.
+--skin-matrices (one mesh object) also writes rest_local.npy, the mesh's own vertex coordinates
+(Y-up), and per clip <clip>_skin.npy float32 [F,J,12]: for each bone the map G from those
+coordinates to deformed world positions that the armature modifier applies with that bone alone,
+G = arm.matrix_world @ pose_bone.matrix @ bone.matrix_local^-1 @ arm.matrix_world^-1
+    @ mesh.matrix_world (Y-up, row-major 3x4), with the bone names in <clip>.json's "bones".
+Another skinning code fed these matrices reproduces the baked positions whatever its own joint
+frames.
 IN is a .glb/.gltf (Blender's glTF importer) or an .fbx (Blender's own FBX importer, which
 shares no code with assimp). For every action (one per animation) and every chosen frame
 the script sets the frame, evaluates the depsgraph and reads the *evaluated* vertex positions
@@ -45,7 +55,7 @@ def parse_args():
         sys.exit("usage: blender -b --factory-startup --python bake.py -- IN OUT_DIR "
                  "[--frames keys|all|a:b] [--max-frames K] [--clips A,B] [--fbx-scale S]")
     a = {"in": argv[0], "out": argv[1], "frames": "keys", "max_frames": 0, "clips": None,
-         "fbx_scale": None, "dqs": False}
+         "fbx_scale": None, "dqs": False, "pose_scale": {}, "skin": False}
     i = 2
     while i < len(argv):
         k = argv[i]
@@ -62,6 +72,19 @@ def parse_args():
             a["dqs"] = True
             i += 1
             continue
+        elif k == "--skin-matrices":
+            a["skin"] = True
+            i += 1
+            continue
+        elif k == "--pose-scale":
+            bone, _, sc = (v or "").partition("=")
+            try:
+                sv = [float(x) for x in sc.split(",")]
+            except ValueError:
+                sv = []
+            if not bone or len(sv) != 3:
+                sys.exit("bake.py: --pose-scale wants BONE=sx,sy,sz, got %r" % v)
+            a["pose_scale"][bone] = sv
         else:
             sys.exit("bake.py: unknown option %s" % k)
         i += 2
@@ -154,9 +177,50 @@ def choose_frames(act, mode, max_frames):
     return frames, keys[0]
 
 
-def set_frame(scene, f):
+def set_frame(scene, f, arms=(), pose_scale=None):
     fi = int(np.floor(f))
     scene.frame_set(fi, subframe=float(f - fi))
+    if pose_scale:
+        for arm in arms:
+            for name, sv in pose_scale.items():
+                pb = arm.pose.bones.get(name)
+                if pb is not None:
+                    pb.scale = (pb.scale[0] * sv[0], pb.scale[1] * sv[1], pb.scale[2] * sv[2])
+        bpy.context.view_layer.update()
+
+
+# Blender Z-up -> glTF Y-up as a 4x4: (x, y, z) -> (x, z, -y)
+ZUP_TO_YUP = np.array([[1, 0, 0, 0], [0, 0, 1, 0], [0, -1, 0, 0], [0, 0, 0, 1]], dtype=np.float64)
+
+
+def skin_matrices(arms, mesh):
+    """[J,12] per bone: the map from the mesh's local coordinates to deformed world positions
+    (Y-up both, row-major 3x4) that the armature modifier applies with that bone alone,
+    G = arm.matrix_world @ pose_bone.matrix @ bone.matrix_local^-1 @ arm.matrix_world^-1
+        @ mesh.matrix_world; and the bone names."""
+    mats, names = [], []
+    dg = bpy.context.evaluated_depsgraph_get()
+    mw = np.array(mesh.evaluated_get(dg).matrix_world, dtype=np.float64)
+    for arm in arms:
+        arm = arm.evaluated_get(dg)  # posed matrices live on the evaluated object
+        aw = np.array(arm.matrix_world, dtype=np.float64)
+        awi = np.linalg.inv(aw)
+        for pb in arm.pose.bones:
+            G = aw @ np.array(pb.matrix, dtype=np.float64) @ \
+                np.linalg.inv(np.array(pb.bone.matrix_local, dtype=np.float64)) @ awi @ mw
+            G = ZUP_TO_YUP @ G @ ZUP_TO_YUP.T
+            mats.append(G[:3, :].reshape(12))
+            names.append(pb.name)
+    return np.array(mats, dtype=np.float32).reshape(len(names), 12), names
+
+
+def local_rest(mesh):
+    """the mesh's own (undeformed) vertex coordinates, Y-up"""
+    me = mesh.data
+    co = np.empty(len(me.vertices) * 3, dtype=np.float64)
+    me.vertices.foreach_get("co", co)
+    p = co.reshape(-1, 3)
+    return np.stack([p[:, 0], p[:, 2], -p[:, 1]], axis=1).astype(np.float32)
 
 
 def main():
@@ -173,6 +237,14 @@ def main():
         for md in o.modifiers:
             if md.type == "ARMATURE":
                 md.use_deform_preserve_volume = a["dqs"]
+    if a["skin"]:
+        if len(objs) != 1:
+            sys.exit("bake.py: --skin-matrices wants one mesh object, not %d" % len(objs))
+        np.save(os.path.join(a["out"], "rest_local.npy"), local_rest(objs[0]))
+    for name in a["pose_scale"]:
+        if not any(arm.pose.bones.get(name) for arm in arms):
+            sys.exit("bake.py: --pose-scale: no bone %r; bones: %s" % (
+                name, ", ".join(pb.name for arm in arms for pb in arm.pose.bones)))
 
     # Bind pose: armatures in REST position.
     for arm in arms:
@@ -213,12 +285,18 @@ def main():
         owners = [o for o, _ in groups[name]]
         frames, first = choose_frames(act, a["frames"], a["max_frames"])
         pos = np.empty((len(frames), rest.shape[0], 3), dtype=np.float32)
+        skins, bones = [], []
         for k, f in enumerate(frames):
-            set_frame(scene, f)
+            set_frame(scene, f, arms, a["pose_scale"])
             pos[k] = evaluated_positions(objs)
+            if a["skin"]:
+                m, bones = skin_matrices(arms, objs[0])
+                skins.append(m)
         safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
         np.save(os.path.join(a["out"], safe + ".npy"), pos)
-        meta = {"clip": name, "frames": frames, "first_frame": first, "fps": fps,
+        if a["skin"]:
+            np.save(os.path.join(a["out"], safe + "_skin.npy"), np.stack(skins))
+        meta = {"bones": bones, "pose_scale": a["pose_scale"],"clip": name, "frames": frames, "first_frame": first, "fps": fps,
                 "times": [(f - first) / fps for f in frames],
                 "source": os.path.basename(a["in"]), "objects": [o.name for o in objs],
                 "owners": [o.name for o in owners], "import": info}

@@ -47,4 +47,18 @@ golden FBX/animation_with_skeleton.fbx "$M/FBX/animation_with_skeleton.fbx" anim
 assimp export "$M/X/BCN_Epileptic.X" "$W/bcn.glb" -fglb2 >/dev/null
 golden X/BCN_Epileptic.X "$W/bcn.glb" BCN_Epileptic "${GOLDEN_FRAMES:-6}"
 golden FBX/huesitos.fbx "$M/FBX/huesitos.fbx" huesitos "${GOLDEN_FRAMES:-6}"
+# Scaled bones on top of the Walk clip, Blender's DQS ("Preserve Volume"): a uniform scale on a
+# joint with children (Neck) and non-uniform scales on two leaves (Mouth, HindLeg_L_04), where
+# Blender's rotation/scale split and ours (docs/rigged.md) agree exactly. Written beside OUT.
+SC=${GOLDEN_SCALED_OUT:-$(dirname "$OUT")/golden_scaled}
+mkdir -p "$SC"
+"$DEFORM" eval "$W/repo/Testwuson" --clip Wuson_Walk --times 0 --skinning dqs --out "$W/wuson_walk0.npy" >/dev/null
+blender -b --factory-startup --python tools/blender/bake.py -- "$W/wuson.glb" "$W/sc_plain" --frames keys \
+    --max-frames 6 --clips Wuson_Walk --dqs 2>&1 | grep -E '^bake' || { echo "bake failed" >&2; exit 1; }
+blender -b --factory-startup --python tools/blender/bake.py -- "$W/wuson.glb" "$W/sc_scaled" --frames keys \
+    --max-frames 6 --clips Wuson_Walk --dqs --skin-matrices --pose-scale Neck=1.5,1.5,1.5 \
+    --pose-scale Mouth=1,1.8,0.6 --pose-scale HindLeg_L_04=1.6,0.7,1.3 2>&1 | grep -E '^bake' \
+    || { echo "bake failed" >&2; exit 1; }
+$PY tools/blender/golden_skin.py "$W/sc_plain" "$W/sc_scaled" "$W/wuson_walk0.npy" "$SC" \
+    --asset X/Testwuson.X --clip Wuson_Walk --prefix Testwuson --skinning dqs
 du -sh "$OUT"

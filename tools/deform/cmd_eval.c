@@ -1,7 +1,8 @@
 /* cmd_eval.c — `deform eval`: evaluate a model's clip offline into a .npy.
  *
  *   deform eval MODEL [--clip NAME] [--fps R] [--frames a:b] [--times t0,t1,...]
- *               [--skinning lbs|dqs] [--batch B] [--normals FILE] [--rest|--bind] --out FILE.npy
+ *               [--skinning lbs|dqs] [--batch B] [--normals FILE] [--rest|--bind]
+ *               [--input NAME=FILE.npy ...] --out FILE.npy
  *
  * MODEL is REPO/NAME or a .safetensors file (import_util.c). Frame times, in seconds since
  * the clip's first key (df_model_clip_sample's convention):
@@ -9,6 +10,11 @@
  *   --fps R      k/R for k = 0 .. floor(duration*R);
  *   --times ...  exactly these (how the golden tests ask for Blender's frames);
  *   --frames a:b keeps frames a..b-1 of that list (Python slice; either bound may be empty).
+ * --input NAME=FILE.npy (repeatable) gives model input NAME per frame from a
+ * float32 array [F, ...] whose trailing dimensions hold the input's element
+ * count (e.g. joint_matrices [F,J,12] or [F,J*12]); it overrides the clip
+ * for that input. With inputs and no --clip/--times, F is the arrays' first
+ * dimension and no clip is sampled; with a clip, the frame counts must agree.
  * Without --clip the first clip is used; a model without clips evaluates its default pose
  * once; --rest writes the model's rest mesh [1,N,3] (the default pose, in
  * output space) without evaluating; --bind writes the file's bind-space
@@ -26,7 +32,7 @@ static int usage(void)
 {
     fprintf(stderr, "usage: deform eval MODEL [--clip NAME] [--fps R] [--frames a:b] "
                     "[--times t0,t1,...] [--skinning lbs|dqs] [--batch B] [--normals FILE] "
-                    "[--rest|--bind] --out FILE.npy\n");
+                    "[--rest|--bind] [--input NAME=FILE.npy ...] --out FILE.npy\n");
     return 2;
 }
 
@@ -67,6 +73,11 @@ int cmd_eval(int argc, char **argv)
                *out = NULL, *nout = NULL;
     double fps = 0;
     int batch = 32, rest = 0, bind = 0;
+    const char *user_spec[DF_MAX_IO];
+    int n_user = 0;
+    int user_idx[DF_MAX_IO];
+    float *user_data[DF_MAX_IO] = {0};
+    size_t user_F = 0, f_off = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int more = i + 1 < argc;
@@ -80,6 +91,10 @@ int cmd_eval(int argc, char **argv)
         else if (!strcmp(a, "--out") && more) out = argv[++i];
         else if (!strcmp(a, "--rest")) rest = 1;
         else if (!strcmp(a, "--bind")) bind = 1;
+        else if (!strcmp(a, "--input") && more) {
+            if (n_user >= DF_MAX_IO) { fprintf(stderr, "deform eval: too many --input\n"); return 2; }
+            user_spec[n_user++] = argv[++i];
+        }
         else if (a[0] == '-' && a[1]) {
             fprintf(stderr, "deform eval: unknown or incomplete option '%s'\n", a);
             return usage();
@@ -134,9 +149,54 @@ int cmd_eval(int argc, char **argv)
         return 0;
     }
 
+    for (int k = 0; k < n_user; k++) { /* --input NAME=FILE.npy */
+        const char *eq = strchr(user_spec[k], '=');
+        char nm[256];
+        if (!eq || eq == user_spec[k] || (size_t)(eq - user_spec[k]) >= sizeof nm || !eq[1]) {
+            fprintf(stderr, "deform eval: --input wants NAME=FILE.npy, got '%s'\n", user_spec[k]);
+            goto out;
+        }
+        memcpy(nm, user_spec[k], (size_t)(eq - user_spec[k]));
+        nm[eq - user_spec[k]] = 0;
+        int idx = df_model_find_input(m, nm);
+        if (idx < 0) {
+            fprintf(stderr, "deform eval: the model has no input '%s'; inputs:", nm);
+            for (int i = 0; i < df_model_n_inputs(m); i++)
+                fprintf(stderr, " %s", df_model_input(m, i)->name);
+            fprintf(stderr, "\n");
+            goto out;
+        }
+        int nd = 0;
+        int64_t sh[DF_MAX_DIMS];
+        if (df_npy_read_f32(eq + 1, &nd, sh, &user_data[k], &err)) goto fail;
+        int64_t per_frame = 1;
+        for (int d = 1; d < nd; d++) per_frame *= sh[d];
+        int64_t want = numel(df_model_input(m, idx));
+        if (nd < 2 || sh[0] < 1 || per_frame != want) {
+            fprintf(stderr, "deform eval: %s: shape must be [F, ...] with %lld values per frame "
+                            "for input '%s'\n", eq + 1, (long long)want, nm);
+            goto out;
+        }
+        for (int64_t q = 0; q < sh[0] * per_frame; q++)
+                if (!isfinite(user_data[k][q])) {
+                    fprintf(stderr, "deform eval: %s: value %lld is not finite\n", eq + 1,
+                            (long long)q);
+                    goto out;
+                }
+        if (k > 0 && (size_t)sh[0] != user_F) {
+            fprintf(stderr, "deform eval: --input arrays have %zu and %lld frames\n", user_F,
+                    (long long)sh[0]);
+            goto out;
+        }
+        user_F = (size_t)sh[0];
+        user_idx[k] = idx;
+    }
+
     int c = -1;
     size_t nclips = df_model_clip_count(m);
-    if (clip) {
+    if (n_user && !clip && !times_s) {
+        /* the inputs alone: F frames, no clip */
+    } else if (clip) {
         c = df_model_clip_find(m, clip);
         if (c < 0) {
             fprintf(stderr, "deform eval: no clip '%s' in %s; clips:", clip, model_arg);
@@ -150,7 +210,10 @@ int cmd_eval(int argc, char **argv)
 
     df_clip_info_t ci = {0};
     if (c >= 0 && df_model_clip_info(m, (size_t)c, &ci)) { fprintf(stderr, "deform eval: clip info\n"); goto out; }
-    if (times_s) {
+    if (n_user && !clip && !times_s) {
+        F = user_F;
+        times = calloc(F, sizeof *times);
+    } else if (times_s) {
         if (parse_times(times_s, &times, &F)) {
             fprintf(stderr, "deform eval: --times wants comma-separated non-negative seconds\n");
             goto out;
@@ -182,6 +245,12 @@ int cmd_eval(int argc, char **argv)
         if (a >= b) { fprintf(stderr, "deform eval: --frames %s selects nothing of %zu frames\n", frames, F); goto out; }
         memmove(times, times + a, (size_t)(b - a) * sizeof *times);
         F = (size_t)(b - a);
+        f_off = (size_t)a;
+    }
+    if (n_user && F + f_off != user_F && !(F == user_F && f_off == 0)) {
+        fprintf(stderr, "deform eval: the clip gives %zu frames, the --input arrays %zu\n",
+                F + f_off, user_F);
+        goto out;
     }
 
     df_limits_t lim;
@@ -224,6 +293,12 @@ int cmd_eval(int argc, char **argv)
                 free(inptr); free(pptr); free(nptr); free(flags);
                 goto out;
             }
+            for (int k = 0; k < n_user; k++) {
+                const df_io_desc_t *d = df_model_input(m, user_idx[k]);
+                size_t nu = (size_t)numel(d);
+                memcpy(bufs[user_idx[k]], user_data[k] + (f_off + f0 + b) * nu, nu * sizeof(float));
+                filled |= 1u << user_idx[k];
+            }
             any |= filled;
             for (int i = 0; i < ni; i++) inptr[i * batch + b] = (filled >> i & 1u) ? bufs[i] : NULL;
             pptr[b] = P + (f0 + b) * (size_t)N * 3;
@@ -256,6 +331,7 @@ fail:
     fprintf(stderr, "deform eval: %s\n", err.msg);
 out:
     free(times); free(P); free(NRM); free(inbuf);
+    for (int k = 0; k < n_user; k++) free(user_data[k]);
     df_scratch_free(&scr);
     df_model_unref(&m);
     return rc;
