@@ -10,7 +10,8 @@
 # Reference: the offline positions; tolerance 1e-5 x character height
 # (batch composition may change float summation order; the server prints
 # float32 with 9 significant digits). Also: a malformed request (wrong
-# joint_matrices shape) gets a 4xx answer naming the input. And `deform train
+# joint_matrices shape) gets a 4xx answer naming the input; `deform train
+# --omega 4` writes omega 4 into the model. And `deform train
 # --add-anchors` on the trained model: the second model is served equal to its
 # own offline evaluation and differs from the first; without --from: usage.
 . "$(dirname "$0")/product_common.sh"
@@ -20,6 +21,15 @@
 "$BIN/deform" train "$T/data.st" --out "$T/repo/tinyra" --epochs 4 --layers 2 --width 16 \
     --anchor-layers 2 --anchor-width 8 --anchors 0.05 --quiet >"$T/train.log" 2>&1 \
     && ok ra-train || { cat "$T/train.log"; fail ra-train; finish; exit 1; }
+# --omega reaches the written model: its anchor weight (metadata 'omega'), in
+# a repository of its own (the daemon below does not serve it)
+"$BIN/deform" train "$T/data.st" --out "$T/om/tinyra" --epochs 1 --layers 1 --width 8 --anchor-layers 1 \
+    --anchor-width 4 --anchors 0.05 --omega 4 --quiet >"$T/train_om.log" 2>&1 \
+    && "$PY" -c 'import json, struct, sys
+b = open(sys.argv[1], "rb").read()
+h = json.loads(b[8:8 + struct.unpack("<Q", b[:8])[0]])
+sys.exit(0 if float(h["__metadata__"]["omega"]) == 4 else 1)' "$T/om/tinyra/1/model.safetensors" \
+    && ok ra-train-omega || { cat "$T/train_om.log"; fail ra-train-omega; }
 "$BIN/deform" train --evaluate "$T/repo/tinyra" "$T/data.st" --positions "$T/offline.npy" >"$T/eval.log" 2>&1 \
     && ok ra-offline-eval || { cat "$T/eval.log"; fail ra-offline-eval; finish; exit 1; }
 # error-driven anchors (deform train --add-anchors): a second model in the

@@ -4,7 +4,8 @@
  * reconstruction, batch 1 and batch 5) is compared with an offline forward
  * pass written here with plain loops from the model file's tensors (features,
  * MLPs, PCA layer, anchor mini-networks, LBS), the reconstruction done by the
- * sparse solver; training is run twice with one seed (identical files) and
+ * sparse solver, or (test_omega) by a dense solve of the omega-weighted
+ * normal equations built here from the triangles; training is run twice with one seed (identical files) and
  * once interrupted + resumed from a checkpoint (identical again). Local
  * joint features are computed here from the world matrices and the file's
  * joint_parents; a world-feature model (no joint_parents) still serves. The
@@ -185,6 +186,55 @@ static void test_training_reproducible(void)
 }
 
 /* ---------------------------------------------------- offline reference */
+static int dense_solve(int n, double *A, double *y);
+
+/* The anchored reconstruction solved densely, independent of
+ * core/math/laplacian.c: the normal equations
+ *   (L^T L + omega^2 S^T S) x = L^T delta + omega^2 S^T a
+ * with L = D - A the uniform Laplacian of the triangles' edges (no seam
+ * welding: returns -1 when two vertices share a rest position, which the
+ * tiny rig's mesh never does), S the anchor rows, one solve per coordinate. */
+static int recon_dense(int V, const float *rest, int nt, const uint32_t *tris, int A, const int32_t *anchors,
+                       double omega, const float *delta, const float *ap, float *out)
+{
+    for (int a = 0; a < V; a++)
+        for (int b = 0; b < a; b++)
+            if (rest[a * 3] == rest[b * 3] && rest[a * 3 + 1] == rest[b * 3 + 1] && rest[a * 3 + 2] == rest[b * 3 + 2])
+                return -1;
+    double *L = calloc((size_t)V * V, sizeof(double)), *M = malloc(sizeof(double) * V * V), *y = malloc(sizeof(double) * V);
+    int rc = L && M && y ? 0 : -1;
+    for (int t = 0; !rc && t < nt; t++)
+        for (int e = 0; e < 3; e++) {
+            uint32_t i = tris[t * 3 + e], j = tris[t * 3 + (e + 1) % 3];
+            if (i != j) L[(size_t)i * V + j] = L[(size_t)j * V + i] = -1;
+        }
+    for (int i = 0; !rc && i < V; i++) {
+        double deg = 0;
+        for (int j = 0; j < V; j++) deg -= j != i ? L[(size_t)i * V + j] : 0;
+        L[(size_t)i * V + i] = deg;
+    }
+    for (int c = 0; !rc && c < 3; c++) {
+        for (int i = 0; i < V; i++) {
+            double q = 0;
+            for (int k = 0; k < V; k++) q += L[(size_t)k * V + i] * delta[k * 3 + c];
+            y[i] = q;
+            for (int j = 0; j < V; j++) {
+                double m = 0;
+                for (int k = 0; k < V; k++) m += L[(size_t)k * V + i] * L[(size_t)k * V + j];
+                M[(size_t)i * V + j] = m;
+            }
+        }
+        for (int a = 0; a < A; a++) {
+            M[(size_t)anchors[a] * V + anchors[a]] += omega * omega;
+            y[anchors[a]] += omega * omega * ap[a * 3 + c];
+        }
+        if (dense_solve(V, M, y)) rc = -1;
+        for (int i = 0; !rc && i < V; i++) out[i * 3 + c] = (float)y[i];
+    }
+    free(L), free(M), free(y);
+    return rc;
+}
+
 static const float *T(const df_st_t *st, const char *name)
 {
     const df_tensor_t *t = df_st_find(st, name);
@@ -217,7 +267,9 @@ static void mlp_loops(const df_st_t *st, const char *pre, int layers, const doub
     *nout = n;
 }
 
-static void offline(const df_st_t *st, const float *world, const float *ctl, float *out)
+/* omega <= 0: the file's omega, the reconstruction by the library's sparse
+ * solver (df_lap_reconstruct); omega > 0: that omega, recon_dense. */
+static void offline(const df_st_t *st, const float *world, const float *ctl, double omega, float *out)
 {
     const df_tensor_t *rp = df_st_find(st, "rest_positions"), *ib = df_st_find(st, "inverse_bind_matrices");
     const df_tensor_t *sj = df_st_find(st, "skin_joints"), *pb = df_st_find(st, "pca_basis");
@@ -268,11 +320,16 @@ static void offline(const df_st_t *st, const float *world, const float *ctl, flo
         mlp_loops(st, pre, al, xi, ni, y, &n);
         for (int c = 0; c < 3; c++) ap[a * 3 + c] = (float)y[c];
     }
-    df_lap_t *lap = NULL;
-    df_rigapprox_lap(V, rp->data, tr->shape[0], tr->data, A, av->data, atof(df_st_meta(st, "omega")), &lap, NULL);
     double *work = malloc(sizeof(double) * V * 6);
-    df_lap_reconstruct(lap, 3, delta, ap, nlo, work);
-    df_lap_free(&lap);
+    if (omega > 0) {
+        if (recon_dense(V, rp->data, (int)tr->shape[0], tr->data, A, av->data, omega, delta, ap, nlo))
+            for (int k = 0; k < 3 * V; k++) nlo[k] = NAN;
+    } else {
+        df_lap_t *lap = NULL;
+        df_rigapprox_lap(V, rp->data, tr->shape[0], tr->data, A, av->data, atof(df_st_meta(st, "omega")), &lap, NULL);
+        df_lap_reconstruct(lap, 3, delta, ap, nlo, work);
+        df_lap_free(&lap);
+    }
     const float *rest = rp->data, *IB = ib->data, *W = T(st, "skin_weights");
     const int32_t *SJ = sj->data;
     for (int v = 0; v < V; v++) {
@@ -300,7 +357,7 @@ static void served_equals_offline(const char *model)
     int64_t V = d.nv;
     enum { B = 5 };
     float *ref = malloc(sizeof(float) * B * V * 3), *got = malloc(sizeof(float) * B * V * 3);
-    for (int b = 0; b < B; b++) offline(st, d.joints + b * 7 * d.nj * 12, d.controls + b * 7 * d.nc, ref + b * V * 3);
+    for (int b = 0; b < B; b++) offline(st, d.joints + b * 7 * d.nj * 12, d.controls + b * 7 * d.nc, 0, ref + b * V * 3);
     const char *params[2] = {"{\"reconstruction\": \"dense\"}", "{\"reconstruction\": \"sparse\"}"};
     for (int pi = 0; pi < 2; pi++) {
         df_model_t *m = NULL;
@@ -395,6 +452,83 @@ static void test_served_equals_offline(void)
     DF_CHECK(st && !df_st_find(st, "joint_parents") && !strcmp(df_st_meta(st, "format_version"), "1"));
     df_st_close(&st);
     served_equals_offline("ra_w.safetensors");
+}
+
+/* Largest |served - offline(omega)| over poses 0, 7, .., 28 of the tiny
+ * dataset, served one at a time with the given reconstruction. */
+static double served_vs_offline(const char *model, const char *recon, double omega)
+{
+    df_error_t err = {0};
+    df_st_t *st = NULL;
+    df_rigdata_t d;
+    df_model_t *m = NULL;
+    char params[64];
+    snprintf(params, sizeof params, "{\"reconstruction\": \"%s\"}", recon);
+    if (df_st_open(path(model), NULL, &st, &err)) return INFINITY;
+    if (df_rigdata_open(path("ra_tiny.safetensors"), &d, &err)) { df_st_close(&st); return INFINITY; }
+    double mx = INFINITY;
+    if (!df_model_open(path(model), "rigapprox", params, NULL, &m, &err)) {
+        int64_t V = d.nv;
+        float *ref = malloc(sizeof(float) * V * 3), *got = malloc(sizeof(float) * V * 3);
+        df_scratch_t *sc = df_scratch_new();
+        mx = 0;
+        for (int s = 0; s < 5 * 7; s += 7) {
+            offline(st, d.joints + s * d.nj * 12, d.controls + s * d.nc, omega, ref);
+            float *po[1] = {got};
+            if (df_rigdata_evaluate(m, &d, s, 1, po, sc, &err)) { mx = INFINITY; break; }
+            for (int64_t i = 0; i < V * 3; i++) mx = fmax(mx, isfinite(ref[i]) ? fabs(got[i] - ref[i]) : INFINITY);
+        }
+        df_scratch_free(&sc);
+        free(ref), free(got);
+        df_model_unref(&m);
+    }
+    df_rigdata_close(&d);
+    df_st_close(&st);
+    return mx;
+}
+
+/* The anchor weight (--omega): a model trained with omega = 4 stores 4 and
+ * serves (dense and sparse) what the offline loops give with a dense solve
+ * of the omega = 4 normal equations built here (measured 5e-7, tolerance
+ * 1e-4 x height); the offline answer with omega = 1 is >= 10x the
+ * tolerance away (measured 0.044 = 147x), so a model that stores or serves
+ * omega = 1 fails. --add-anchors keeps the model's omega unless given one. */
+static void test_omega(void)
+{
+    df_error_t err = {0};
+    df_rigdata_t d;
+    if (df_rigdata_open(path("ra_tiny.safetensors"), &d, &err)) return;
+    df_ratrain_opts_t o;
+    small_opts(&o);
+    o.omega = 4;
+    DF_CHECK(df_rigapprox_train(&d, &o, path("ra_om4.safetensors"), NULL, &err) == 0);
+    double tol = 1e-4 * d.height;
+    df_raanchor_opts_t ao;
+    df_raanchor_opts_default(&ao);
+    ao.add = 2, ao.rounds = 1, ao.epochs = 3, ao.verbose = 0;
+    DF_CHECK(df_rigapprox_add_anchors(path("ra_om4.safetensors"), &d, &ao, path("ra_om4a.safetensors"), &err) == 0);
+    ao.omega = 2;
+    DF_CHECK(df_rigapprox_add_anchors(path("ra_om4.safetensors"), &d, &ao, path("ra_om2a.safetensors"), &err) == 0);
+    df_rigdata_close(&d);
+    const char *files[3] = {"ra_om4.safetensors", "ra_om4a.safetensors", "ra_om2a.safetensors"};
+    const double want[3] = {4, 4, 2};
+    for (int f = 0; f < 3; f++) {
+        df_st_t *st = NULL;
+        DF_CHECK(df_st_open(path(files[f]), NULL, &st, &err) == 0);
+        const char *om = st ? df_st_meta(st, "omega") : NULL;
+        DF_CHECK_MSG(om && strtod(om, NULL) == want[f], "%s: omega '%s', want %g", files[f], om ? om : "(none)", want[f]);
+        df_st_close(&st);
+    }
+    const char *recon[2] = {"dense", "sparse"};
+    for (int r = 0; r < 2; r++) {
+        double e4 = served_vs_offline("ra_om4.safetensors", recon[r], 4);
+        double e1 = served_vs_offline("ra_om4.safetensors", recon[r], 1);
+        DF_CHECK_MSG(e4 <= tol, "%s: served vs offline with omega 4: %g (tolerance %g)", recon[r], e4, tol);
+        DF_CHECK_MSG(e1 >= 10 * tol && isfinite(e1), "%s: served vs offline with omega 1: %g, not >= %g", recon[r], e1,
+                     10 * tol);
+        e4 = served_vs_offline("ra_om2a.safetensors", recon[r], 2);
+        DF_CHECK_MSG(e4 <= tol, "%s: add-anchors --omega 2: served vs offline %g (tolerance %g)", recon[r], e4, tol);
+    }
 }
 
 /* The position-space refit of the last layer is the least-squares optimum:
@@ -882,6 +1016,7 @@ int main(void)
     }
     DF_RUN(test_training_reproducible);
     DF_RUN(test_served_equals_offline);
+    DF_RUN(test_omega);
     DF_RUN(test_baseline_variants);
     DF_RUN(test_malformed_datasets);
     DF_RUN(test_joint_parents_inferred);
