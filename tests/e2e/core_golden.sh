@@ -78,6 +78,19 @@ done
 }
 run_dir "$G" golden
 [ $n -gt 0 ] || { echo "FAIL golden (no golden files in $G)"; exit 1; }
+# deform eval --input refuses what it cannot use, naming it
+if [ -d "$W/repo/Testwuson" ]; then
+    $PY -c "import numpy as np; np.save('$W/bad_shape.npy', np.zeros((2, 5), np.float32)); a = np.zeros((2, 39, 12), np.float32); a[1, 3, 4] = np.nan; np.save('$W/bad_nan.npy', a)"
+    for c in "nosuch=$W/bad_shape.npy|no input 'nosuch'; inputs: joint_rotations" \
+             "joint_matrices=$W/bad_shape.npy|468 values per frame" \
+             "joint_matrices=$W/bad_nan.npy|not finite" "joint_matrices|NAME=FILE.npy"; do
+        arg=${c%%|*} want=${c#*|}
+        if out=$("$BIN/deform" eval "$W/repo/Testwuson" --input "$arg" --out "$W/x.npy" 2>&1); then
+            echo "FAIL eval-input-refused $arg (accepted)"; fails=$((fails+1))
+        elif echo "$out" | grep -qF "$want"; then echo "ok eval-input-refused $want"
+        else echo "$out"; echo "FAIL eval-input-refused $arg (message)"; fails=$((fails+1)); fi
+    done
+fi
 GS=${DF_GOLDEN_SCALED_DIR:-tests/data/golden_scaled}
 run_scaled "$GS" golden_scaled
 ls "$GS"/*_scaled.json >/dev/null 2>&1 || { echo "FAIL golden_scaled (no cases in $GS)"; fails=$((fails+1)); }
