@@ -286,4 +286,45 @@ pyc infer nobody --out "$T/x.npy" >/dev/null 2>"$T/cli.err"
     && "$PY" -c 'import numpy as np,sys; a=np.load(sys.argv[1]); sys.exit(0 if a.shape[0]==500 and a.shape[2]==3 and np.isfinite(a).all() and abs(a[0]-a[250]).max()>0 else 1)' "$OUT/render_clip_wuson_run.npy" \
     && ok py-render-clip-500-frames || { cat "$T/render.log"; fail py-render-clip-500-frames; }
 cat "$T/render.log"
+
+# Clip names (issue 14.5): render_clip.py without --clip renders the walk (the
+# README's walk.npy), not the first clip (Run); --clip, deformctl's --clip and
+# the CLI's take a name in any case or a unique part of it ("walk"); a name
+# matching nothing or several fails with the list of the character's clips.
+"$PY" clients/python/tests/test_clips.py || NFAIL=$((NFAIL + 1))
+rclip() { "$PY" clients/python/examples/render_clip.py wuson --frames 40 --socket-port "$SOCK" "$@"; }
+rclip --out "$T/rc_default.npy" >"$T/rc_default.log" 2>&1 \
+    && rclip --clip Wuson_Walk --out "$T/rc_walk.npy" >/dev/null 2>&1 \
+    && rclip --clip Wuson_Run --out "$T/rc_run.npy" >/dev/null 2>&1 \
+    && cmp -s "$T/rc_default.npy" "$T/rc_walk.npy" && ! cmp -s "$T/rc_default.npy" "$T/rc_run.npy" \
+    && grep -q "wuson/Wuson_Walk:" "$T/rc_default.log" \
+    && ok py-render-clip-default-is-walk || { cat "$T/rc_default.log"; fail py-render-clip-default-is-walk; }
+rclip --clip walk --out "$T/rc_walk2.npy" >"$T/rc.log" 2>&1 && cmp -s "$T/rc_walk2.npy" "$T/rc_walk.npy" \
+    && rclip --clip RUN --out "$T/rc_run2.npy" >>"$T/rc.log" 2>&1 && cmp -s "$T/rc_run2.npy" "$T/rc_run.npy" \
+    && ok py-render-clip-any-case-or-part || { cat "$T/rc.log"; fail py-render-clip-any-case-or-part; }
+rclip --clip jump --out "$T/rc_x.npy" >"$T/rc.log" 2>&1
+rc=$?
+[ "$rc" -eq 1 ] && grep -q "no clip 'jump'" "$T/rc.log" && grep -q "Wuson_Run, Wuson_Walk" "$T/rc.log" \
+    && ok py-render-clip-unknown-lists-clips || { cat "$T/rc.log"; fail py-render-clip-unknown-lists-clips "exit $rc"; }
+pyc play wuson --clip walk --out "$T/cli_walk.npy" >"$T/cli.err" 2>&1 \
+    && pyc play wuson --clip Wuson_Walk --out "$T/cli_walk_full.npy" >>"$T/cli.err" 2>&1 \
+    && cmp -s "$T/cli_walk.npy" "$T/cli_walk_full.npy" \
+    && ok py-cli-play-clip-part || { cat "$T/cli.err"; fail py-cli-play-clip-part; }
+if [ -x "$BIN/deformctl" ]; then
+    ctl() { "$BIN/deformctl" --socket-port "$SOCK" --http-port "$HTTP" "$@"; }
+    ctl play wuson --clip walk --out "$T/ctl_walk.npy" >"$T/ctl.err" 2>&1 \
+        && ctl play wuson --clip Wuson_Walk --out "$T/ctl_walk_full.npy" >>"$T/ctl.err" 2>&1 \
+        && cmp -s "$T/ctl_walk.npy" "$T/ctl_walk_full.npy" && grep -q "wuson/Wuson_Walk: " "$T/ctl.err" \
+        && ok py-deformctl-play-clip-walk || { cat "$T/ctl.err"; fail py-deformctl-play-clip-walk; }
+    ctl play wuson --clip jump --out "$T/ctl_x.npy" >"$T/ctl.err" 2>&1
+    rc=$?
+    [ "$rc" -eq 1 ] && grep -q 'no clip "jump"' "$T/ctl.err" && grep -q "Wuson_Run, Wuson_Walk" "$T/ctl.err" \
+        && ok py-deformctl-play-unknown-lists-clips || { cat "$T/ctl.err"; fail py-deformctl-play-unknown-lists-clips "exit $rc"; }
+    ctl play wuson --clip wuson --out "$T/ctl_x.npy" >"$T/ctl.err" 2>&1
+    rc=$?
+    [ "$rc" -eq 1 ] && grep -q "several clips" "$T/ctl.err" && grep -q "Wuson_Run, Wuson_Walk" "$T/ctl.err" \
+        && ok py-deformctl-play-ambiguous-lists-clips || { cat "$T/ctl.err"; fail py-deformctl-play-ambiguous-lists-clips "exit $rc"; }
+else
+    fail py-deformctl-play-clip-walk "$BIN/deformctl not built"
+fi
 finish

@@ -8,6 +8,8 @@
  *           [--http | --http-binary] --out OUT.npy
  *     play NAME --clip C [--fps R] [--chunk N] [--window N] [--output positions]
  *           [--encoding E] [--skinning S] --out FRAMES.npy
+ *                                   C: a clip name, matched ignoring case, or
+ *                                   a unique part of one ("walk")
  *     mesh NAME --out REST.glb      GET /v2/models/NAME/mesh?format=glb
  *     bench [--connections N] [--depth D] [--seconds S] [--character NAME]
  *           [--encoding E] [--batch B]  socket load: req/s, p50/p99/p99.9
@@ -42,6 +44,7 @@ static int usage(void)
             "        [--skinning lbs|dqs] [--http|--http-binary] --out OUT.npy\n"
             "  play NAME --clip C [--fps R] [--chunk N] [--window N] [--output NAME]\n"
             "        [--encoding E] [--skinning S] --out FRAMES.npy\n"
+            "        (C: a clip's name, any case, or a unique part of it: walk)\n"
             "  bench [--connections N] [--depth D] [--seconds S] [--character NAME]\n"
             "        [--encoding E] [--batch B]\n");
     return 2;
@@ -280,8 +283,10 @@ static int cmd_play(const char *name, int argc, char **argv)
 {
     df_client_play_t p = {0};
     const char *out = NULL;
+    char played[DF_NAME_MAX] = "";
     p.character = name;
     p.progress = progress;
+    p.clip_played = played;
     for (int i = 0; i + 1 < argc; i += 2) {
         const char *a = argv[i], *v = argv[i + 1];
         if (!strcmp(a, "--clip")) p.clip = v;
@@ -308,7 +313,7 @@ static int cmd_play(const char *name, int argc, char **argv)
     }
     shape[0] = (int64_t)n;
     if (df_npy_write_f32(out, ndim + 1, shape, frames, &err)) rc = fail(&err);
-    else fprintf(stderr, "deformctl: %s/%s: %zu frames -> %s\n", name, p.clip, n, out);
+    else fprintf(stderr, "deformctl: %s/%s: %zu frames -> %s\n", name, played, n, out);
     free(frames);
     df_client_close(&c);
     return rc;

@@ -117,7 +117,10 @@ void df_client_result_free(df_client_result_t *r);
  * or every 1/fps s when fps > 0), chunk poses per request, window requests
  * in flight. *frames new (free()): n_frames x (numel of one pose's output)
  * floats of output `output` (NULL: "positions"), in time order; per-pose
- * shape in shape[0..*ndim). progress(done, total, user) may be NULL. */
+ * shape in shape[0..*ndim). progress(done, total, user) may be NULL.
+ * clip is matched against the character's clips with df_client_clip_match
+ * ("walk" plays "Wuson_Walk"); no match or several: DF_ENOTFOUND / DF_EINVAL
+ * with the list of the character's clips in the message. */
 typedef struct df_client_play {
     const char *character, *clip, *output, *encoding, *skinning;
     const double *times;
@@ -127,7 +130,13 @@ typedef struct df_client_play {
     int window;               /* requests in flight, default 16 */
     void (*progress)(size_t done, size_t total, void *user);
     void *user;
+    char *clip_played;        /* optional (DF_NAME_MAX bytes): gets the
+                               * full name of the clip played */
 } df_client_play_t;
+/* Which of the n clip names `want` designates: the one equal to it, else the
+ * one equal ignoring case, else the only one containing it ignoring case.
+ * Returns its index, -1 when none matches, -2 when several do. */
+int df_client_clip_match(const char *const *names, size_t n, const char *want);
 int df_client_play(df_client_t *c, const df_client_play_t *p, float **frames,
                    size_t *n_frames, int *ndim, int64_t shape[DF_MAX_DIMS], df_error_t *err);
 

@@ -17,6 +17,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 typedef struct chunk {
     float *dst;       /* frames + first * numel */
@@ -53,6 +54,57 @@ static void on_chunk(const df_client_result_t *res, void *user)
     }
     ck->status = DF_ENOTFOUND;
     snprintf(ck->msg, sizeof ck->msg, "output \"%s\" missing from the result", ck->output);
+}
+
+int df_client_clip_match(const char *const *names, size_t n, const char *want)
+{
+    if (!want || !*want) return -1;
+    for (size_t i = 0; i < n; i++)
+        if (names[i] && !strcmp(names[i], want)) return (int)i;
+    int found = -1, count = 0;
+    for (size_t i = 0; i < n; i++)
+        if (names[i] && !strcasecmp(names[i], want)) found = (int)i, count++;
+    if (count) return count == 1 ? found : -2;
+    for (size_t i = 0; i < n; i++)
+        if (names[i] && strcasestr(names[i], want)) found = (int)i, count++;
+    return count == 1 ? found : count ? -2 : -1;
+}
+
+/* The clip of INFO's "clips" that p->clip designates, or NULL with err set
+ * (the message lists the character's clips). */
+static json_t *find_clip(json_t *root, const df_client_play_t *p, df_error_t *err)
+{
+    enum { MAXC = 256 };
+    json_t *clips = json_object_get(root, "clips"), *cl;
+    const char *names[MAXC];
+    size_t n = 0, i;
+    json_array_foreach(clips, i, cl) {
+        if (n == MAXC) break;
+        names[n++] = json_string_value(json_object_get(cl, "name"));
+    }
+    int k = df_client_clip_match(names, n, p->clip);
+    if (k >= 0) return json_array_get(clips, (size_t)k);
+    char list[400];
+    size_t len = 0;
+    list[0] = 0;
+    for (size_t j = 0; j < n && len + 4 < sizeof list; j++) {
+        int w = snprintf(list + len, sizeof list - len, "%s%s", j ? ", " : "", names[j] ? names[j] : "?");
+        if (w < 0 || (size_t)w >= sizeof list - len) {
+            snprintf(list + (len < sizeof list - 4 ? len : sizeof list - 4), 4, "...");
+            break;
+        }
+        len += (size_t)w;
+    }
+    if (k == -2)
+        df_error_set(err, DF_EINVAL, "play: \"%s\" matches several clips of \"%s\": %s", p->clip,
+                     p->character, list);
+    else if (n)
+        df_error_set(err, DF_ENOTFOUND, "play: character \"%s\" has no clip \"%s\" (clips: %s)",
+                     p->character, p->clip, list);
+    else
+        df_error_set(err, DF_ENOTFOUND, "play: character \"%s\" has no clips (asked \"%s\")",
+                     p->character, p->clip);
+    return NULL;
 }
 
 int df_client_play(df_client_t *c, const df_client_play_t *p, float **frames, size_t *n_frames,
@@ -94,19 +146,20 @@ int df_client_play(df_client_t *c, const df_client_play_t *p, float **frames, si
                           p->character, output);
         goto out;
     }
+    json_t *want = find_clip(root, p, err);
+    if (!want) {
+        rc = err ? err->code : DF_ENOTFOUND;
+        goto out;
+    }
+    /* the clip's own name goes into the requests (the server matches exactly) */
+    char clip_name[DF_NAME_MAX];
+    snprintf(clip_name, sizeof clip_name, "%s", json_string_value(json_object_get(want, "name")) ?: "");
+    if (p->clip_played) snprintf(p->clip_played, DF_NAME_MAX, "%s", clip_name);
     if (p->times) {
         F = p->n_times;
         times = malloc((F ? F : 1) * sizeof *times);
         if (times) memcpy(times, p->times, F * sizeof *times);
     } else {
-        json_t *clips = json_object_get(root, "clips"), *cl, *want = NULL;
-        json_array_foreach(clips, i, cl)
-            if (!strcmp(json_string_value(json_object_get(cl, "name")) ?: "", p->clip)) want = cl;
-        if (!want) {
-            rc = df_error_set(err, DF_ENOTFOUND, "play: character \"%s\" has no clip \"%s\"",
-                              p->character, p->clip);
-            goto out;
-        }
         json_t *kt = json_object_get(want, "times");
         if (p->fps > 0) {
             double dur = json_number_value(json_object_get(want, "duration"));
@@ -151,7 +204,7 @@ int df_client_play(df_client_t *c, const df_client_play_t *p, float **frames, si
             df_client_request_t q = {0};
             q.character = p->character;
             q.n_poses = (int)ck->count;
-            q.clip = p->clip;
+            q.clip = clip_name;
             q.times = times + first;
             q.n_outputs = 1;
             q.outputs[0] = output;

@@ -15,8 +15,10 @@ verbs of deformctl: list, info, infer, play, mesh.
 from .tensor import Tensor, as_tensor, HAVE_NUMPY
 from .http import HttpClient, DeformdError, parse_infer_response
 from .sock import SocketClient
+from .clips import match_clip, default_clip
 from . import npy
 
 __version__ = "0.1.0"
 __all__ = ["Tensor", "as_tensor", "HAVE_NUMPY", "HttpClient", "SocketClient",
-           "DeformdError", "parse_infer_response", "npy", "__version__"]
+           "DeformdError", "parse_infer_response", "match_clip", "default_clip", "npy",
+           "__version__"]

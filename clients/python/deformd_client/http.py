@@ -145,11 +145,11 @@ class HttpClient:
         as `deform eval --fps`), `chunk` poses per request. Returns
         {output: Tensor [F, ...]}. For arbitrary times and pipelining use
         SocketClient.play."""
+        from .clips import match_clip, clip_names
         meta = self.info(name)
-        cl = next((c for c in (meta.get("parameters") or {}).get("clips", [])
-                   if isinstance(c, dict) and c.get("name") == clip), None)
-        if cl is None:
-            raise DeformdError("no clip %r in %s" % (clip, name))
+        clip = match_clip(clip_names(meta), clip, name)  # any case, or a unique part
+        cl = next(c for c in (meta.get("parameters") or {}).get("clips", [])
+                  if isinstance(c, dict) and c.get("name") == clip)
         fps = float(fps or 30.0)
         nf = int(cl.get("duration", 0.0) * fps + 1e-3) + 1  # as deform eval (float key times)
         parts = []

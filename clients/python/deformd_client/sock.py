@@ -253,9 +253,11 @@ class SocketClient:
              chunk=16, window=8, encoding="float32", progress=None):
         """Evaluate a clip: frames at `times` (default: the stored key times,
         or a uniform `fps` grid over the clip's duration). Requests of `chunk`
-        poses each, `window` in flight. Returns {output: Tensor [F, ...]}."""
+        poses each, `window` in flight. Returns {output: Tensor [F, ...]}.
+        clip: a clip's name, in any case, or a unique part of one ("walk")."""
+        c = _find_clip(self.info(name), clip, name)
+        clip = c["name"]
         if times is None:
-            c = _find_clip(self.info(name), clip)
             if fps:
                 dur = float(c.get("duration", c["times"][-1] if c.get("times") else 0.0))
                 nf = int(dur * fps + 1e-3) + 1  # k/fps, k = 0..floor(duration*fps + 1e-3), as deform eval
@@ -292,9 +294,9 @@ def _add_batch(t):
     return Tensor((1,) + t.shape, t.data)
 
 
-def _find_clip(info, clip):
-    for c in info.get("clips", []):
-        if isinstance(c, dict) and c.get("name") == clip:
-            return c
-    names = [c.get("name") if isinstance(c, dict) else c for c in info.get("clips", [])]
-    raise DeformdError("no clip %r in %s (clips: %s)" % (clip, info.get("name"), names))
+def _find_clip(info, clip, character=None):
+    """The INFO clip entry `clip` designates (clips.match_clip: any case, or a
+    unique part of a name); DeformdError listing the clips otherwise."""
+    from .clips import match_clip, clip_names
+    name = match_clip(clip_names(info), clip, character or info.get("name"))
+    return next(c for c in info.get("clips", []) if isinstance(c, dict) and c.get("name") == name)

@@ -8,8 +8,10 @@ float32 .npy [N, V, 3].
         [--clip NAME] [--host 127.0.0.1] [--socket-port 8001] [--unix PATH]
         [--encoding float32|float16|int16]
 
-Without --clip the character's first clip is used. Only the standard library
-is needed (numpy is not).
+--clip takes a clip's name in any case, or a unique part of one ("run" plays
+Wuson_Run); without --clip the clip whose name contains "walk" is rendered
+(any case), else the character's first clip. Only the standard library is
+needed (numpy is not).
 """
 import argparse
 import os
@@ -18,12 +20,15 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from deformd_client import SocketClient, DeformdError, npy  # noqa: E402
+from deformd_client.clips import match_clip, default_clip  # noqa: E402
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("character")
-    ap.add_argument("--clip", default=None)
+    ap.add_argument("--clip", default=None,
+                    help="clip name, any case, or a unique part of one "
+                         "(default: the clip named like *walk*, else the first)")
     ap.add_argument("--frames", type=int, default=500)
     ap.add_argument("--out", required=True)
     ap.add_argument("--host", default="127.0.0.1")
@@ -39,10 +44,9 @@ def main():
             clips = info.get("clips", [])
             if not clips:
                 raise DeformdError("%s has no clips" % a.character)
-            clip = next((c for c in clips if c["name"] == a.clip), None) if a.clip else clips[0]
-            if clip is None:
-                raise DeformdError("no clip %r in %s (clips: %s)"
-                                   % (a.clip, a.character, [c["name"] for c in clips]))
+            names = [c["name"] for c in clips]
+            want = match_clip(names, a.clip, a.character) if a.clip else default_clip(names)
+            clip = next(c for c in clips if c["name"] == want)
             dur = float(clip.get("duration", clip["times"][-1]))
             n = a.frames
             times = [dur * i / (n - 1) if n > 1 else 0.0 for i in range(n)]

@@ -872,6 +872,72 @@ static void test_play_clip(void)
     df_client_close(&c);
 }
 
+/* issue 14.5: clip names. df_client_clip_match: exact, then ignoring case,
+ * then a unique part ignoring case; df_client_play resolves "walk" to
+ * Wuson_Walk (the same frames as the full name) and, when nothing or several
+ * match, says so with the list of the character's clips. */
+static void test_clip_names(void)
+{
+    const char *names[] = {"Wuson_Run", "Wuson_Walk", "Wuson_Bind", "walk"};
+    DF_CHECK(df_client_clip_match(names, 3, "Wuson_Walk") == 1);
+    DF_CHECK(df_client_clip_match(names, 3, "wuson_walk") == 1);
+    DF_CHECK(df_client_clip_match(names, 3, "walk") == 1);
+    DF_CHECK(df_client_clip_match(names, 3, "WALK") == 1);
+    DF_CHECK(df_client_clip_match(names, 3, "run") == 0);
+    DF_CHECK(df_client_clip_match(names, 3, "wuson") == -2);  /* several */
+    DF_CHECK(df_client_clip_match(names, 3, "_") == -2);
+    DF_CHECK(df_client_clip_match(names, 3, "jump") == -1);
+    DF_CHECK(df_client_clip_match(names, 3, "") == -1);
+    DF_CHECK(df_client_clip_match(names, 0, "walk") == -1);
+    /* an exact name wins over a longer one containing it */
+    DF_CHECK(df_client_clip_match(names, 4, "walk") == 3);
+    DF_CHECK(df_client_clip_match(names, 4, "Walk") == 3);
+    if (!have_wuson) { printf("# skipped play: wuson not imported\n"); return; }
+    df_client_t *c = conn();
+    if (!c) return;
+    float *fr[2] = {NULL, NULL};
+    size_t F[2] = {0, 0};
+    int ndim[2] = {0, 0};
+    int64_t shape[2][DF_MAX_DIMS];
+    const char *ask[2] = {"Wuson_Walk", "walk"};
+    for (int k = 0; k < 2; k++) {
+        char played[DF_NAME_MAX] = "";
+        df_client_play_t p = {0};
+        p.character = "wuson";
+        p.clip = ask[k];
+        p.clip_played = played;
+        df_error_t err = {0};
+        int rc = df_client_play(c, &p, &fr[k], &F[k], &ndim[k], shape[k], &err);
+        DF_CHECK_MSG(rc == 0, "play --clip %s: %s", ask[k], err.msg);
+        DF_CHECK_MSG(!strcmp(played, "Wuson_Walk"), "--clip %s played '%s'", ask[k], played);
+    }
+    DF_CHECK(F[0] > 1 && F[0] == F[1] && ndim[0] == ndim[1] && shape[0][0] == shape[1][0]);
+    if (fr[0] && fr[1] && F[0] == F[1])
+        DF_CHECK_MSG(!memcmp(fr[0], fr[1], F[0] * (size_t)shape[0][0] * 3 * sizeof(float)),
+                     "'walk' and 'Wuson_Walk' give different frames");
+    free(fr[0]);
+    free(fr[1]);
+    static const struct { const char *clip; int code; const char *text; } bad[] = {
+        {"nope", DF_ENOTFOUND, "has no clip \"nope\" (clips: Wuson_Run, Wuson_Walk"},
+        {"wuson", DF_EINVAL, "matches several clips of \"wuson\": Wuson_Run, Wuson_Walk"},
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        df_client_play_t p = {0};
+        p.character = "wuson";
+        p.clip = bad[k].clip;
+        float *f = NULL;
+        size_t n = 0;
+        int nd = 0;
+        int64_t sh[DF_MAX_DIMS];
+        df_error_t err = {0};
+        int rc = df_client_play(c, &p, &f, &n, &nd, sh, &err);
+        DF_CHECK_MSG(rc == bad[k].code && strstr(err.msg, bad[k].text), "--clip %s: rc %d '%s'",
+                     bad[k].clip, rc, err.msg);
+        free(f);
+    }
+    df_client_close(&c);
+}
+
 int main(void)
 {
     snprintf(repo, sizeof repo, "%s/sock_repo", test_out());
@@ -914,6 +980,7 @@ int main(void)
     DF_RUN(test_close_with_inflight);
     DF_RUN(test_slow_reader);
     DF_RUN(test_play_clip);
+    DF_RUN(test_clip_names);
     DF_RUN(test_limits);
     int st = daemon_stop(&D);
     DF_CHECK_MSG(st == 0, "deformd exit status %d (log %s)", st, D.log);
