@@ -1,6 +1,6 @@
 /* kinds.c — the table of model kinds built into libdfcore.
  *
- * Each kind lives in core/kind_<name>.c and exports `const df_kind_t
+ * Each kind lives in core/<name>/kind_<name>.c and exports `const df_kind_t
  * df_kind_<name>`. They are referenced weakly so that a kind still under
  * construction does not break the build: a kind whose file is absent is
  * simply not listed. The server and tools find kinds by name only.
