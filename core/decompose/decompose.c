@@ -32,6 +32,8 @@ static double now_s(void)
 void df_decompose_opts_default(df_decompose_opts_t *o)
 {
     memset(o, 0, sizeof *o);
+    o->transforms = DF_DECOMPOSE_RIGID;
+    o->transform_sweeps = 3;
     o->max_influences = 6;
     o->max_iterations = 30;
     o->tol = 1e-3;
@@ -41,6 +43,21 @@ void df_decompose_opts_default(df_decompose_opts_t *o)
     o->init_iterations = 20;
     o->n_workers = 1;
     o->max_bytes = (uint64_t)8 << 30;
+}
+
+int df_decompose_transforms_parse(const char *name)
+{
+    if (!name) return -1;
+    if (!strcmp(name, "rigid")) return DF_DECOMPOSE_RIGID;
+    if (!strcmp(name, "trs")) return DF_DECOMPOSE_TRS;
+    if (!strcmp(name, "affine")) return DF_DECOMPOSE_AFFINE;
+    return -1;
+}
+
+const char *df_decompose_transforms_name(int t)
+{
+    return t == DF_DECOMPOSE_RIGID ? "rigid" : t == DF_DECOMPOSE_TRS ? "trs"
+         : t == DF_DECOMPOSE_AFFINE ? "affine" : "?";
 }
 
 void df__dc_pfor(df__dc_t *d, int64_t n, df_range_body_cb body, void *arg)
@@ -284,6 +301,13 @@ int df_decompose_fit(const df_decompose_input_t *in, const df_decompose_opts_t *
     if (o.max_influences < 1 || o.max_influences > DF_DECOMPOSE_MAX_INFLUENCES)
         return df_error_set(err, DF_EINVAL, "decompose: max influences %d outside 1..%d",
                             o.max_influences, DF_DECOMPOSE_MAX_INFLUENCES);
+    if (o.transforms < DF_DECOMPOSE_RIGID || o.transforms > DF_DECOMPOSE_AFFINE)
+        return df_error_set(err, DF_EINVAL,
+                            "decompose: transform model %d (want rigid, trs or affine)",
+                            o.transforms);
+    if (o.transform_sweeps < 0 || o.transform_sweeps > 100)
+        return df_error_set(err, DF_EINVAL, "decompose: transform sweeps %d outside 0..100",
+                            o.transform_sweeps);
     if (o.max_iterations < 0 || o.init_iterations < 0 || o.patience < 1 || !(o.tol >= 0) || !(o.sum_penalty >= 0) ||
         !(o.weld_tol >= 0) || o.n_candidates < 0)
         return df_error_set(err, DF_EINVAL,
@@ -462,6 +486,7 @@ int df_decompose_fit(const df_decompose_input_t *in, const df_decompose_opts_t *
         goto nomem;
     }
     res->stats = st;
+    res->transforms = o.transforms;
     res->n_bones = d->B;
     res->n_influences = d->K;
     res->n_vertices = N;
@@ -541,4 +566,69 @@ void df_decompose_reconstruct(const df_decompose_result_t *r, float *out)
             }
             for (int a = 0; a < 3; a++) out[(p * N + i) * 3 + a] = (float)acc[a];
         }
+}
+
+/* cof(L)/|det L|: L^{-T} with the orientation of the cross product (a
+ * reflection flips the normal as it flips the triangles' winding). */
+static void normal_matrix(const float *m /* 3x4 row-major */, double N[9])
+{
+    double a = m[0], b = m[1], c = m[2], d = m[4], e = m[5], f = m[6], g = m[8], h = m[9],
+           i = m[10];
+    double C[9] = {e * i - f * h, f * g - d * i, d * h - e * g,
+                   c * h - b * i, a * i - c * g, b * g - a * h,
+                   b * f - c * e, c * d - a * f, a * e - b * d};
+    double det = a * C[0] + b * C[1] + c * C[2];
+    double s = fabs(det) > 1e-30 ? 1.0 / fabs(det) : 1.0;
+    for (int q = 0; q < 9; q++) N[q] = C[q] * s;
+}
+
+void df_decompose_reconstruct_normals(const df_decompose_result_t *r, const float *rest_n,
+                                      float *out)
+{
+    const int64_t N = r->n_vertices, F = r->n_frames;
+    const int K = r->n_influences, B = r->n_bones;
+    double *nm = malloc(sizeof(double) * 9 * (size_t)B);
+    if (!nm) { /* no memory: say "undefined" rather than something wrong */
+        memset(out, 0, sizeof(float) * 3 * (size_t)(F * N));
+        return;
+    }
+    for (int64_t p = 0; p < F; p++) {
+        for (int j = 0; j < B; j++) normal_matrix(r->matrices + (p * B + j) * 12, nm + 9 * j);
+        for (int64_t i = 0; i < N; i++) {
+            const float *n = rest_n + 3 * i;
+            double acc[3] = {0, 0, 0};
+            for (int k = 0; k < K; k++) {
+                float w = r->skin_weights[i * K + k];
+                if (w == 0) continue;
+                const double *M = nm + 9 * r->skin_joints[i * K + k];
+                for (int a = 0; a < 3; a++)
+                    acc[a] += w * (M[3 * a] * n[0] + M[3 * a + 1] * n[1] + M[3 * a + 2] * n[2]);
+            }
+            double l = sqrt(acc[0] * acc[0] + acc[1] * acc[1] + acc[2] * acc[2]);
+            for (int a = 0; a < 3; a++) out[(p * N + i) * 3 + a] = l > 1e-30 ? (float)(acc[a] / l) : 0;
+        }
+    }
+    free(nm);
+}
+
+void df_decompose_vertex_normals(int64_t N, const float *pos, int64_t T, const uint32_t *tris,
+                                 float *out)
+{
+    double *acc = calloc((size_t)N * 3 + 1, sizeof(double));
+    if (!acc) { memset(out, 0, sizeof(float) * 3 * (size_t)N); return; }
+    for (int64_t t = 0; t < T; t++) {
+        const uint32_t *f = tris + 3 * t;
+        const float *a = pos + 3 * f[0], *b = pos + 3 * f[1], *c = pos + 3 * f[2];
+        double u[3] = {(double)b[0] - a[0], (double)b[1] - a[1], (double)b[2] - a[2]};
+        double v[3] = {(double)c[0] - a[0], (double)c[1] - a[1], (double)c[2] - a[2]};
+        double n[3] = {u[1] * v[2] - u[2] * v[1], u[2] * v[0] - u[0] * v[2],
+                       u[0] * v[1] - u[1] * v[0]};
+        for (int k = 0; k < 3; k++)
+            for (int q = 0; q < 3; q++) acc[3 * f[k] + q] += n[q];
+    }
+    for (int64_t i = 0; i < N; i++) {
+        double *x = acc + 3 * i, l = sqrt(x[0] * x[0] + x[1] * x[1] + x[2] * x[2]);
+        for (int q = 0; q < 3; q++) out[3 * i + q] = l > 0 ? (float)(x[q] / l) : 0;
+    }
+    free(acc);
 }

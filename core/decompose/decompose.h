@@ -48,6 +48,17 @@ extern "C" {
 #define DF_DECOMPOSE_MAX_BONES 256
 #define DF_DECOMPOSE_MAX_INFLUENCES 8
 
+/* What a bone's per-frame transform T = [L | t] may be. */
+typedef enum df_decompose_transforms {
+    DF_DECOMPOSE_RIGID = 0,  /* L a rotation (det +1): a skeleton any engine plays */
+    DF_DECOMPOSE_TRS = 1,    /* L = s R, one positive scale per bone and frame */
+    DF_DECOMPOSE_AFFINE = 2  /* any 3x3 L (shear, reflection): not a skeleton */
+} df_decompose_transforms_t;
+
+/* "rigid" / "trs" / "affine" -> the enum, -1 for anything else. */
+int df_decompose_transforms_parse(const char *name);
+const char *df_decompose_transforms_name(int transforms);
+
 /* Runs body(arg, i0, i1, worker) over a partition of [0, n) into ranges,
  * with 0 <= worker < n_workers; returns when all ranges are done. */
 typedef void (*df_range_body_cb)(void *arg, int64_t i0, int64_t i1,
@@ -70,6 +81,11 @@ typedef void (*df_decompose_progress_cb)(void *user,
 
 typedef struct df_decompose_opts {
     int n_bones;            /* B >= 1 (required) */
+    int transforms;         /* df_decompose_transforms_t; default RIGID */
+    int transform_sweeps;   /* rigid/trs: passes over the bones per
+                               transforms step (block coordinate descent,
+                               each bone's exact weighted Procrustes given
+                               the others); default 3 */
     int max_influences;     /* K, 1..8; default 6 */
     int max_iterations;     /* alternations; default 30 */
     double tol;             /* stop when ERMS improves by less than this
@@ -127,6 +143,7 @@ typedef struct df_decompose_stats {
 
 typedef struct df_decompose_result {
     int n_bones;               /* B */
+    int transforms;            /* df_decompose_transforms_t of the fit */
     int n_influences;          /* K */
     int64_t n_vertices, n_frames;
     float *rest;               /* [N,3] rest positions used */
@@ -151,6 +168,21 @@ void df_decompose_result_free(df_decompose_result_t **r);
 /* LBS of the result for every frame into out [F,N,3] (caller's buffer). */
 void df_decompose_reconstruct(const df_decompose_result_t *r,
                               float *out /* OUT [F,N,3] */);
+
+/* Vertex normals of the fit for every frame into out [F,N,3] (unit, or 0
+ * where undefined): n'_i = normalise(Σ_j w_ij N_j^p n_i) with N = L^{-T}
+ * of the bone's linear part (computed as cof(L)/|det L|, so a reflection
+ * turns the normal the way the triangles' winding turns): L itself for
+ * rigid bones, R/s for trs, the inverse transpose for affine ones.
+ * rest_normals [N,3]: unit normals of the rest pose. */
+void df_decompose_reconstruct_normals(const df_decompose_result_t *r,
+                                      const float *rest_normals,
+                                      float *out /* OUT [F,N,3] */);
+
+/* Area-weighted unit vertex normals of a mesh (0 for isolated vertices). */
+void df_decompose_vertex_normals(int64_t n_vertices, const float *pos /* [N,3] */,
+                                 int64_t n_triangles, const uint32_t *triangles,
+                                 float *out /* OUT [N,3] */);
 
 /* Welding map: rep[i] in [0, n_welded) for each vertex, vertices with rest
  * positions within tol * bbox diagonal share a rep (transitively). */

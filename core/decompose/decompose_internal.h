@@ -60,7 +60,14 @@ void df__dc_best_rotation(const double H[9], double R[9]);
 void df__dc_update_zm(df__dc_t *d);          /* Z = X·Y, M = YᵀY */
 void df__dc_weights_step(df__dc_t *d);
 int df__dc_transforms_step(df__dc_t *d, df_error_t *err);
-double df__dc_error(df__dc_t *d);             /* exact Σ |v' - v|², fills verr */
+double df__dc_error(df__dc_t *d);
+/* One bone's weighted Procrustes step: the T = [L | t] (3x4 row-major)
+ * minimising tr(T P Tᵀ) - 2 tr(T Bmᵀ), i.e. Σ_i c_i |T ṽ_i - y_i|² for
+ * P = Σ c_i ṽ_i ṽ_iᵀ (4x4, P[15] = Σ c_i > 0) and Bm = Σ c_i y_i ṽ_iᵀ,
+ * over L a rotation (trs = 0) or a positive multiple of one (trs = 1).
+ * Lprev (3x3) is kept when the points coincide. */
+void df__dc_bone_procrustes(const double P[16], const double Bm[12], int trs,
+                            const double Lprev[9], double T[12]);             /* exact Σ |v' - v|², fills verr */
 
 /* decompose_init.c: rigid transforms of bone j fitted to welded vertices gs. */
 void df__dc_fit_rigid_set(df__dc_t *d, const int64_t *gs, int64_t n, int j);

@@ -311,6 +311,94 @@ static void design_body(void *arg, int64_t i0, int64_t i1, int worker)
                 d->X + (size_t)i0 * F3, F3, A, B4, 1.0, R, B4);
 }
 
+/* Rigid / trs transforms of one frame by block coordinate descent: for
+ * bone j with the others fixed, E_j(T) = tr(T P_jj Tᵀ) - 2 tr(T Bᵀ) + c
+ * with P_jk = Σ_i w_ij w_ik ṽ_i ṽ_iᵀ (the 4x4 blocks of AᵀA, the same for
+ * every frame) and B = R_j^p - Σ_{k≠j} T_k P_kj (R = XᵀA). Writing
+ * P_jj = [[S, m], [mᵀ, n]] and T = [L | t], the best t is (b - L m)/n and
+ * what is left is max tr(L K) over L = s R with K = Bvᵀ - m bᵀ/n: Horn's
+ * rotation of K (a weighted Procrustes problem), and for trs the scale
+ * s = tr(R K) / tr(S - m mᵀ/n). Each update is the exact minimiser for
+ * its bone, so the frame's error never rises. */
+void df__dc_bone_procrustes(const double P[16], const double Bm[12], int trs,
+                            const double Lprev[9], double T[12])
+{
+    const double n = P[15];
+    double m[3] = {P[3], P[7], P[11]}, b[3], K[9], trS = 0, L[9];
+    for (int r = 0; r < 3; r++) b[r] = Bm[4 * r + 3];
+    /* K[u][s] = Bv[s][u] - m_u b_s / n */
+    for (int u = 0; u < 3; u++)
+        for (int s = 0; s < 3; s++) K[3 * u + s] = Bm[4 * s + u] - m[u] * b[s] / n;
+    for (int u = 0; u < 3; u++) trS += P[5 * u] - m[u] * m[u] / n;
+    if (trS > 1e-12 * (P[0] + P[5] + P[10]) + 1e-300) {
+        df__dc_best_rotation(K, L);
+        if (trs) {
+            double trk = 0; /* tr(L K) */
+            for (int u = 0; u < 3; u++)
+                for (int s = 0; s < 3; s++) trk += L[3 * u + s] * K[3 * s + u];
+            double sc = trk / trS;
+            if (!(sc > 1e-6)) sc = 1e-6; /* keep L a positive multiple of R */
+            for (int q = 0; q < 9; q++) L[q] *= sc;
+        }
+    } else { /* all of the bone's weight on one point: keep L */
+        memcpy(L, Lprev, sizeof L);
+    }
+    for (int r = 0; r < 3; r++) {
+        T[4 * r] = L[3 * r]; T[4 * r + 1] = L[3 * r + 1]; T[4 * r + 2] = L[3 * r + 2];
+        T[4 * r + 3] = (b[r] - (L[3 * r] * m[0] + L[3 * r + 1] * m[1] + L[3 * r + 2] * m[2])) / n;
+    }
+}
+
+typedef struct proc_ctx {
+    df__dc_t *d;
+    const double *G; /* AᵀA, full symmetric [4B x 4B] */
+    const double *R; /* XᵀA [3F x 4B] */
+} proc_ctx_t;
+
+static void procrustes_body(void *arg, int64_t p0, int64_t p1, int worker)
+{
+    const proc_ctx_t *c = arg;
+    df__dc_t *d = c->d;
+    const int B = d->B, B4 = 4 * B;
+    const int trs = d->o.transforms == DF_DECOMPOSE_TRS;
+    const int sweeps = d->o.transform_sweeps > 0 ? d->o.transform_sweeps : 3;
+    double tr_all = 0;
+    for (int a = 0; a < B4; a++) tr_all += c->G[(size_t)a * B4 + a];
+    for (int64_t p = p0; p < p1; p++) {
+        double *Y = d->Y + (size_t)(3 * p) * B4; /* rows 3p..3p+2 */
+        const double *Rp = c->R + (size_t)(3 * p) * B4;
+        for (int sw = 0; sw < sweeps; sw++)
+            for (int j = 0; j < B; j++) {
+                const double *Pjj = c->G + (size_t)(4 * j) * B4 + 4 * j;
+                const double n = Pjj[3 * B4 + 3];
+                if (!(n > 1e-14 * (tr_all / B4 + 1e-300))) continue; /* unused bone */
+                /* Bm (3x4) = R_j^p - Σ_{k≠j} T_k P_kj */
+                double Bm[12];
+                for (int r = 0; r < 3; r++)
+                    for (int s = 0; s < 4; s++) Bm[4 * r + s] = Rp[(size_t)r * B4 + 4 * j + s];
+                for (int k = 0; k < B; k++) {
+                    if (k == j) continue;
+                    const double *Pkj = c->G + (size_t)(4 * k) * B4 + 4 * j;
+                    for (int r = 0; r < 3; r++) {
+                        const double *t = Y + (size_t)r * B4 + 4 * k;
+                        if (t[0] == 0 && t[1] == 0 && t[2] == 0 && t[3] == 0) continue;
+                        for (int s = 0; s < 4; s++)
+                            Bm[4 * r + s] -= t[0] * Pkj[s] + t[1] * Pkj[B4 + s] +
+                                             t[2] * Pkj[2 * B4 + s] + t[3] * Pkj[3 * B4 + s];
+                    }
+                }
+                double P[16], T[12], Lp[9];
+                for (int u = 0; u < 4; u++)
+                    for (int s = 0; s < 4; s++) P[4 * u + s] = Pjj[(size_t)u * B4 + s];
+                for (int r = 0; r < 3; r++)
+                    for (int s = 0; s < 3; s++) Lp[3 * r + s] = Y[(size_t)r * B4 + 4 * j + s];
+                df__dc_bone_procrustes(P, Bm, trs, Lp, T);
+                for (int r = 0; r < 3; r++)
+                    for (int s = 0; s < 4; s++) Y[(size_t)r * B4 + 4 * j + s] = T[4 * r + s];
+            }
+    }
+}
+
 int df__dc_transforms_step(df__dc_t *d, df_error_t *err)
 {
     const int F3 = (int)(3 * d->F), B4 = 4 * d->B;
@@ -334,10 +422,18 @@ int df__dc_transforms_step(df__dc_t *d, df_error_t *err)
         for (size_t q = 0; q < (size_t)B4 * B4; q++) G0[q] += g[q];
         for (size_t q = 0; q < (size_t)F3 * B4; q++) R0[q] += r[q];
     }
+    int rc = DF_OK;
+    if (d->o.transforms != DF_DECOMPOSE_AFFINE) {
+        for (int a = 0; a < B4; a++) /* dsyrk filled the (row-major) upper half */
+            for (int b = 0; b < a; b++) G0[(size_t)a * B4 + b] = G0[(size_t)b * B4 + a];
+        proc_ctx_t c = {d, G0, R0};
+        df__dc_pfor(d, d->F, procrustes_body, &c);
+        free(G); free(G0); free(R); free(R0);
+        return DF_OK;
+    }
     double tr = 0;
     for (int a = 0; a < B4; a++) tr += G0[(size_t)a * B4 + a];
     double lam = 1e-11 * tr / B4 + 1e-300;
-    int rc = DF_OK;
     for (int attempt = 0;; attempt++, lam *= 1000) {
         memcpy(G, G0, sizeof(double) * B4 * B4);
         for (int a = 0; a < B4; a++) G[(size_t)a * B4 + a] += lam;

@@ -61,6 +61,7 @@ static int usage(void)
 {
     fprintf(stderr,
             "usage: deform decompose INPUT --bones B --repository DIR --name NAME\n"
+            "         [--transforms rigid|trs|affine (rigid)] [--transform-sweeps S(3)]\n"
             "         [--max-influences K(6)] [--iters N(30)] [--threads T(1)] [--clip NAME]\n"
             "         [--fps R] [--frames a:b] [--tol X] [--no-weld] [--weld-tol X] [--reseed N]\n"
             "         [--soft-convexity X] [--candidates C]\n"
@@ -441,6 +442,66 @@ static void progress(void *user, const df_decompose_progress_t *p)
                 p->transform_seconds, p->seconds, p->eta_seconds);
 }
 
+/* 99th percentile of the angle (degrees) between unit normals a and b
+ * [F,N,3], over the vertices where both are defined. */
+static double p99_angle(int64_t n, const float *a, const float *b)
+{
+    float *ang = malloc(sizeof(float) * (n + 1));
+    if (!ang) return NAN;
+    int64_t m = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const float *x = a + 3 * i, *y = b + 3 * i;
+        double la = x[0] * x[0] + x[1] * x[1] + x[2] * x[2], lb = y[0] * y[0] + y[1] * y[1] + y[2] * y[2];
+        if (!(la > 0.5 && lb > 0.5)) continue;
+        double d = (x[0] * y[0] + x[1] * y[1] + x[2] * y[2]) / sqrt(la * lb);
+        ang[m++] = (float)(acos(fmax(-1, fmin(1, d))) * 180 / M_PI);
+    }
+    double r = NAN;
+    if (m > 0) {
+        int64_t k = (int64_t)floor(0.99 * (double)(m - 1)); /* nth_element by partial sort */
+        int64_t lo = 0, hi = m - 1;
+        while (lo < hi) {
+            float piv = ang[(lo + hi) / 2];
+            int64_t i = lo, j = hi;
+            while (i <= j) {
+                while (ang[i] < piv) i++;
+                while (ang[j] > piv) j--;
+                if (i <= j) { float t = ang[i]; ang[i] = ang[j]; ang[j] = t; i++; j--; }
+            }
+            if (k <= j) hi = j;
+            else if (k >= i) lo = i;
+            else break;
+        }
+        r = ang[k];
+    }
+    free(ang);
+    return r;
+}
+
+/* Normal error of the fit: skinned normals (df_decompose_reconstruct_normals
+ * of the rest normals) and normals recomputed from the fitted positions,
+ * each against normals recomputed from the input frames (p99, degrees). */
+static void normal_stats(const seq_t *s, const df_decompose_result_t *r, const float *fit,
+                         double *skinned, double *recomputed)
+{
+    *skinned = *recomputed = NAN;
+    if (s->T == 0) return;
+    const int64_t N = s->N, F = s->F;
+    float *rn = malloc(sizeof(float) * N * 3), *sk = malloc(sizeof(float) * F * N * 3);
+    float *tr = malloc(sizeof(float) * F * N * 3), *fr = malloc(sizeof(float) * F * N * 3);
+    if (rn && sk && tr && fr) {
+        df_decompose_vertex_normals(N, r->rest, s->T, s->tris, rn);
+        df_decompose_reconstruct_normals(r, rn, sk);
+        for (int64_t p = 0; p < F; p++) {
+            df_decompose_vertex_normals(N, s->frames + p * N * 3, s->T, s->tris, tr + p * N * 3);
+            df_decompose_vertex_normals(N, fit + p * N * 3, s->T, s->tris, fr + p * N * 3);
+        }
+        *skinned = p99_angle(F * N, sk, tr);
+        *recomputed = p99_angle(F * N, fr, tr);
+    }
+    free(rn); free(sk); free(tr); free(fr);
+}
+
 /* ------------------------------------------------------------ main */
 
 int cmd_decompose(int argc, char **argv)
@@ -456,6 +517,15 @@ int cmd_decompose(int argc, char **argv)
         int more = i + 1 < argc;
         char *end = NULL;
         if (!strcmp(a, "--bones") && more) o.n_bones = (int)strtol(argv[++i], &end, 10);
+        else if (!strcmp(a, "--transforms") && more) {
+            o.transforms = df_decompose_transforms_parse(argv[++i]);
+            if (o.transforms < 0) {
+                fprintf(stderr, "deform decompose: --transforms wants rigid, trs or affine, not '%s'\n",
+                        argv[i]);
+                return 2;
+            }
+        }
+        else if (!strcmp(a, "--transform-sweeps") && more) o.transform_sweeps = (int)strtol(argv[++i], &end, 10);
         else if (!strcmp(a, "--max-influences") && more) o.max_influences = (int)strtol(argv[++i], &end, 10);
         else if (!strcmp(a, "--iters") && more) o.max_iterations = (int)strtol(argv[++i], &end, 10);
         else if (!strcmp(a, "--threads") && more) threads = (int)strtol(argv[++i], &end, 10);
@@ -620,6 +690,7 @@ int cmd_decompose(int argc, char **argv)
     }
     float *fit = malloc(sizeof(float) * s.F * s.N * 3), *replay = NULL;
     df_decompose_metrics_t mt = {0};
+    double n_skinned = NAN, n_recomputed = NAN;
     double replay_err = -1;
     if (!rc && !fit) rc = df_error_set(&err, DF_ENOMEM, "out of memory");
     if (!rc) {
@@ -627,6 +698,7 @@ int cmd_decompose(int argc, char **argv)
         /* "% of diag" against the rest pose the fit used (frame 0 when none) */
         rc = df_decompose_metrics(s.F, s.N, s.frames, fit, s.T, s.tris,
                                   s.rest ? bbox_diag(s.rest, s.N) : 0, &mt, &err);
+        if (!rc) normal_stats(&s, r, fit, &n_skinned, &n_recomputed);
     }
     /* replay the written model's clip through the rigged kind */
     if (!rc) rc = df_model_open(path, "rigged", NULL, NULL, &m, &err);
@@ -645,9 +717,10 @@ int cmd_decompose(int argc, char **argv)
         fprintf(stderr, "deform decompose: %s\n", err.msg);
     } else {
         const df_decompose_stats_t *st = &r->stats;
-        printf("decompose: %s/%lld: %d bones, %d influences, %d iterations, %lld -> %lld welded "
+        printf("decompose: %s/%lld: %d %s bones, %d influences, %d iterations, %lld -> %lld welded "
                "vertices, %.3f s (init %.3f, weights %.3f, transforms %.3f)\n",
-               name, (long long)v, r->n_bones, r->n_influences, st->iterations,
+               name, (long long)v, r->n_bones, df_decompose_transforms_name(r->transforms),
+               r->n_influences, st->iterations,
                (long long)s.N, (long long)st->n_welded, st->total_seconds, st->init_seconds,
                st->weight_seconds, st->transform_seconds);
         if (st->reseeds_tried)
@@ -655,11 +728,18 @@ int cmd_decompose(int argc, char **argv)
         printf("metrics: DisPer %.4g  ERMS %.6g (%.4g%% of diag)  MaxAvgDist %.6g (%.4g%% of "
                "diag)  NormDistort %.4g  diag %.6g\n", mt.disper, mt.erms, mt.erms_pct,
                mt.max_avg_dist, mt.max_avg_dist_pct, mt.norm_distort, mt.diag);
+        if (s.T > 0)
+            printf("normals: 99th percentile angle to the input's %.3g deg skinned, %.3g deg "
+                   "recomputed from the fitted positions\n", n_skinned, n_recomputed);
         printf("replay: max |model clip - fit| = %.3g (%s)\n", replay_err, path);
         if (mjson) {
             FILE *f = fopen(mjson, "w");
             if (f) {
-                fprintf(f, "{\"frames\": %lld, \"vertices\": %lld, \"welded\": %lld, \"bones\": %d, "
+                fprintf(f, "{\"transforms\": \"%s\", \"normal_p99_deg\": %.6g, "
+                           "\"normal_recomputed_p99_deg\": %.6g, ",
+                        df_decompose_transforms_name(r->transforms),
+                        isfinite(n_skinned) ? n_skinned : -1, isfinite(n_recomputed) ? n_recomputed : -1);
+                fprintf(f, "\"frames\": %lld, \"vertices\": %lld, \"welded\": %lld, \"bones\": %d, "
                            "\"influences\": %d, \"iterations\": %d, \"seconds\": %.4f, "
                            "\"init_seconds\": %.4f, \"weight_seconds\": %.4f, "
                            "\"transform_seconds\": %.4f, \"disper\": %.6g, \"erms\": %.6g, "
