@@ -83,6 +83,13 @@ typedef void (*df_client_done_cb)(const df_client_result_t *res, void *user);
  * *out new: df_client_close. */
 int df_client_connect(const char *address, df_client_t **out, df_error_t *err);
 void df_client_close(df_client_t **c);
+/* Close the connection and connect again to the same address. Requests in
+ * flight are forgotten (their callbacks never run): resubmit them. The
+ * blocking calls below do this by themselves once (see client.c: a call
+ * alone on its connection that lost it, or was answered DF_ESHUTDOWN, is
+ * sent again on a new connection); df_client_retries counts those resends. */
+int df_client_reconnect(df_client_t *c, df_error_t *err);
+unsigned df_client_retries(const df_client_t *c);
 
 /* Round trip of a PING with an 8-byte payload. */
 int df_client_ping(df_client_t *c, df_error_t *err);

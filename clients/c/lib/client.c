@@ -13,6 +13,15 @@
  * are matched by id in any order. A submit that cannot write (the server
  * stopped reading because our answers piled up) reads and dispatches
  * answers while it waits, so deep pipelines cannot deadlock.
+ *
+ * Retry: every request of the protocol is idempotent (INFER is a pure
+ * function of its inputs), so a blocking call (df_client_infer, _info,
+ * _ping) that was the only request on its connection and lost it — the
+ * connection closed or reset before the answer (a daemon killed, a router
+ * that lost its upstream) or the server answered DF_ESHUTDOWN (draining) —
+ * connects again to the same address and sends the request once more.
+ * Behind a router the new connection lands on a live daemon. Pipelined
+ * requests are not resent: df_client_reconnect lets the caller do it.
  */
 #include "deformclient.h"
 #include "frame.h"
@@ -59,13 +68,15 @@ struct df_client {
     float *dec;              /* decoded f16/i16 outputs */
     size_t dec_cap;
     int broken;              /* protocol error: the connection is unusable */
+    char addr[512];          /* as given to df_client_connect, for reconnects */
+    unsigned retries;        /* requests sent a second time (df_client_retries) */
 };
 
 /* ------------------------------------------------------------ connect */
 
-int df_client_connect(const char *address, df_client_t **out, df_error_t *err)
+/* A connected non-blocking socket to address in *out_fd. */
+static int open_fd(const char *address, int *out_fd, df_error_t *err)
 {
-    *out = NULL;
     if (!address || !*address) return df_error_set(err, DF_EINVAL, "empty address");
     int fd = -1;
     const char *path = NULL;
@@ -114,12 +125,25 @@ int df_client_connect(const char *address, df_client_t **out, df_error_t *err)
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     }
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+    *out_fd = fd;
+    return DF_OK;
+}
+
+int df_client_connect(const char *address, df_client_t **out, df_error_t *err)
+{
+    *out = NULL;
+    int fd = -1;
+    if (address && strlen(address) >= sizeof((df_client_t *)0)->addr)
+        return df_error_set(err, DF_EINVAL, "address too long");
+    int rc = open_fd(address, &fd, err);
+    if (rc) return rc;
     df_client_t *c = calloc(1, sizeof *c);
     if (!c) {
         close(fd);
         return df_error_set(err, DF_ENOMEM, "out of memory");
     }
     c->fd = fd;
+    snprintf(c->addr, sizeof c->addr, "%s", address);
     c->next_id = 1;
     c->rcap = 1 << 16;
     c->rbuf = malloc(c->rcap);
@@ -145,6 +169,32 @@ void df_client_close(df_client_t **pc)
 }
 
 size_t df_client_in_flight(const df_client_t *c) { return c->n_pend; }
+
+unsigned df_client_retries(const df_client_t *c) { return c->retries; }
+
+int df_client_reconnect(df_client_t *c, df_error_t *err)
+{
+    int fd = -1;
+    int rc = open_fd(c->addr, &fd, err);
+    if (rc) return rc;
+    close(c->fd);
+    c->fd = fd;
+    c->rlen = 0;
+    c->n_pend = 0; /* answers of the old connection never come */
+    c->broken = 0;
+    return DF_OK;
+}
+
+/* A blocking call that was alone on the connection (`others` requests were
+ * in flight before it) failed with rc: worth one more try on a new
+ * connection? */
+static int retry_once(df_client_t *c, int rc, size_t others)
+{
+    if (others || !((rc == DF_EIO && c->broken) || rc == DF_ESHUTDOWN)) return 0;
+    if (df_client_reconnect(c, NULL)) return 0;
+    c->retries++;
+    return 1;
+}
 
 void df_client_cancel_all(df_client_t *c) { c->n_pend = 0; }
 
@@ -472,8 +522,8 @@ int df_client_submit(df_client_t *c, const df_client_request_t *q, df_client_don
 
 /* ------------------------------------------------------------ blocking */
 
-static int blob_call(df_client_t *c, int type, const char *name, const void *data, size_t len,
-                     blob_wait_t *bw, df_error_t *err)
+static int blob_call_once(df_client_t *c, int type, const char *name, const void *data,
+                          size_t len, blob_wait_t *bw, df_error_t *err)
 {
     uint64_t id = c->next_id++;
     df_frame_buf_t fb;
@@ -491,6 +541,16 @@ static int blob_call(df_client_t *c, int type, const char *name, const void *dat
         return df_error_set(err, bw->status, "server: %s", bw->msg);
     }
     return DF_OK;
+}
+
+static int blob_call(df_client_t *c, int type, const char *name, const void *data, size_t len,
+                     blob_wait_t *bw, df_error_t *err)
+{
+    size_t others = c->n_pend;
+    int rc = blob_call_once(c, type, name, data, len, bw, err);
+    if (rc && retry_once(c, rc, others))
+        rc = blob_call_once(c, type, name, data, len, bw, err);
+    return rc;
 }
 
 int df_client_ping(df_client_t *c, df_error_t *err)
@@ -539,8 +599,8 @@ static void copy_result(const df_client_result_t *res, void *user)
     }
 }
 
-int df_client_infer(df_client_t *c, const df_client_request_t *q, df_client_result_t *out,
-                    df_error_t *err)
+static int infer_once(df_client_t *c, const df_client_request_t *q, df_client_result_t *out,
+                      df_error_t *err)
 {
     memset(out, 0, sizeof *out);
     copy_ctx_t cx = {out, DF_OK};
@@ -551,6 +611,18 @@ int df_client_infer(df_client_t *c, const df_client_request_t *q, df_client_resu
     if (cx.rc) return df_error_set(err, cx.rc, "out of memory copying the result");
     if (out->status) return df_error_set(err, out->status, "%s", out->error);
     return DF_OK;
+}
+
+int df_client_infer(df_client_t *c, const df_client_request_t *q, df_client_result_t *out,
+                    df_error_t *err)
+{
+    size_t others = c->n_pend;
+    int rc = infer_once(c, q, out, err);
+    if (rc && retry_once(c, rc, others)) {
+        df_client_result_free(out);
+        rc = infer_once(c, q, out, err);
+    }
+    return rc;
 }
 
 void df_client_result_free(df_client_result_t *r)

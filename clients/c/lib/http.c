@@ -10,6 +10,12 @@
  * round-trips float32 exactly, so both modes must give bit-identical
  * results (tests/unit/clients/test_client.c checks it against the socket).
  * Not a hot path: one curl handle per call, simple growable buffers.
+ * Both calls are idempotent (GET, and infer: a pure function of its
+ * inputs), so each is sent once more when the first try lost its
+ * connection (refused, reset, closed before an answer) or got 502 / 503 —
+ * what a router answers when a daemon died under the request, and what a
+ * draining daemon answers; behind a router the second try reaches another
+ * daemon.
  */
 #include "deformclient.h"
 
@@ -85,8 +91,9 @@ static size_t on_header(char *ptr, size_t size, size_t nmemb, void *user)
     return n;
 }
 
-static int perform(const char *url, const char *body, size_t body_len, long json_len,
-                   sbuf_t *resp, long *status, long *resp_json_len, df_error_t *err)
+static int perform_once(const char *url, const char *body, size_t body_len, long json_len,
+                        sbuf_t *resp, long *status, long *resp_json_len, CURLcode *cr_out,
+                        df_error_t *err)
 {
     CURL *h = curl_easy_init();
     if (!h) return df_error_set(err, DF_ENOMEM, "curl_easy_init failed");
@@ -113,12 +120,30 @@ static int perform(const char *url, const char *body, size_t body_len, long json
         curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
     }
     CURLcode cr = curl_easy_perform(h);
+    *cr_out = cr;
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, status);
     curl_slist_free_all(hdr);
     curl_easy_cleanup(h);
     if (cr != CURLE_OK) return df_error_set(err, DF_EIO, "%s: %s", url, curl_easy_strerror(cr));
     if (resp->oom) return df_error_set(err, DF_ENOMEM, "out of memory reading %s", url);
     return DF_OK;
+}
+
+static int perform(const char *url, const char *body, size_t body_len, long json_len,
+                   sbuf_t *resp, long *status, long *resp_json_len, df_error_t *err)
+{
+    CURLcode cr = CURLE_OK;
+    int rc = perform_once(url, body, body_len, json_len, resp, status, resp_json_len, &cr, err);
+    int lost = cr == CURLE_COULDNT_CONNECT || cr == CURLE_GOT_NOTHING ||
+               cr == CURLE_SEND_ERROR || cr == CURLE_RECV_ERROR;
+    if (lost || (rc == DF_OK && (*status == 502 || *status == 503))) {
+        free(resp->p);
+        memset(resp, 0, sizeof *resp);
+        *resp_json_len = -1;
+        *status = 0;
+        rc = perform_once(url, body, body_len, json_len, resp, status, resp_json_len, &cr, err);
+    }
+    return rc;
 }
 
 int df_client_http_get(const char *base, const char *path, char **body, size_t *len,

@@ -19,6 +19,7 @@
 #include "frame.h"
 
 #include <netinet/in.h>
+#include <signal.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -938,6 +939,63 @@ static void test_clip_names(void)
     df_client_close(&c);
 }
 
+/* ------------------------------------------------------------ retry */
+
+/* A blocking call whose connection is lost is sent once more on a new
+ * connection to the same address: daemon 1 answers, is stopped (its
+ * connections close), daemon 2 takes the same socket port; the next
+ * df_client_infer on the old connection must succeed with the same answer,
+ * bit for bit (same model, request alone), after exactly one retry. With
+ * no daemon left it fails with DF_EIO after one attempt to reconnect. */
+static void test_retry_after_lost_connection(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    daemon_t d1, d2;
+    const char *x1[] = {"--socket-port", "0", NULL};
+    DF_CHECK(daemon_start(&d1, repo, "sock_retry1", x1) == 0);
+    int port = read_sock_port(&d1);
+    DF_CHECK(port > 0);
+    if (port <= 0) { daemon_stop(&d1); return; }
+    char addr[64];
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", port);
+    df_client_t *c = NULL;
+    df_error_t err = {0};
+    DF_CHECK_MSG(df_client_connect(addr, &c, &err) == 0, "%s", err.msg);
+    if (!c) { daemon_stop(&d1); return; }
+    df_client_request_t q = {0};
+    q.character = "alice";
+    q.n_outputs = 1;
+    q.outputs[0] = "positions";
+    df_client_result_t r0, r1;
+    DF_CHECK_MSG(df_client_infer(c, &q, &r0, &err) == 0, "%s", err.msg);
+    DF_CHECK(df_client_retries(c) == 0);
+    DF_CHECK(daemon_stop(&d1) == 0);
+    char pstr[16];
+    snprintf(pstr, sizeof pstr, "%d", port);
+    const char *x2[] = {"--socket-port", pstr, NULL};
+    DF_CHECK(daemon_start(&d2, repo, "sock_retry2", x2) == 0);
+    int rc = df_client_infer(c, &q, &r1, &err);
+    DF_CHECK_MSG(rc == 0, "infer after the daemon changed: %s", err.msg);
+    DF_CHECK_MSG(df_client_retries(c) == 1, "retries %u", df_client_retries(c));
+    if (rc == 0 && r0.n_outputs == 1 && r1.n_outputs == 1) {
+        size_t n = (size_t)r0.outputs[0].shape[1] * 3;
+        DF_CHECK(r1.outputs[0].shape[1] == r0.outputs[0].shape[1]);
+        DF_CHECK_MSG(!memcmp(r0.outputs[0].data, r1.outputs[0].data, n * sizeof(float)),
+                     "the retried answer differs");
+        df_client_result_free(&r1);
+    }
+    /* the new connection works without a retry */
+    rc = df_client_infer(c, &q, &r1, &err);
+    DF_CHECK_MSG(rc == 0 && df_client_retries(c) == 1, "rc %d retries %u", rc, df_client_retries(c));
+    if (rc == 0) df_client_result_free(&r1);
+    df_client_result_free(&r0);
+    DF_CHECK(daemon_stop(&d2) == 0);
+    rc = df_client_infer(c, &q, &r1, &err);
+    DF_CHECK_MSG(rc == DF_EIO, "no daemon: rc %d (%s)", rc, err.msg);
+    DF_CHECK(df_client_retries(c) == 1);
+    df_client_close(&c);
+}
+
 int main(void)
 {
     snprintf(repo, sizeof repo, "%s/sock_repo", test_out());
@@ -982,6 +1040,7 @@ int main(void)
     DF_RUN(test_play_clip);
     DF_RUN(test_clip_names);
     DF_RUN(test_limits);
+    DF_RUN(test_retry_after_lost_connection);
     int st = daemon_stop(&D);
     DF_CHECK_MSG(st == 0, "deformd exit status %d (log %s)", st, D.log);
     return dftest_exit();
