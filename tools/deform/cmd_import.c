@@ -1,6 +1,7 @@
 /* cmd_import.c — `deform import`: a real asset becomes a `rigged` model in a repository.
  *
  *   deform import ASSET --repository DIR --name NAME [--skinning lbs|dqs]
+ *                 [--units m|cm|mm|km|in|ft] [--scale S] [--up y|z|-z|x|-x|-y]
  *   deform import CLIPS.bvh --repository DIR --clips-for MODEL [--name NAME]
  *
  * The first form reads ASSET with assimp (import_scene.c) and writes DIR/NAME/config.json
@@ -10,10 +11,14 @@
  * (import_bvh.c) and writes a new version of MODEL (or of NAME, which gets MODEL's config)
  * holding MODEL's data plus the new clips. A summary goes to stdout; errors to stderr, exit 1;
  * usage errors exit 2. --max-memory MB caps the address space (default: RAM, at most 8 GiB).
+ * --units (the asset's length unit; served in metres), --scale (a further factor) and --up (the
+ * asset's up axis; served Y-up) change the whole model (import_xform.c); the default keeps the
+ * file's units and axes as assimp reports them.
  */
 #include "import.h"
 
 #include <errno.h>
+#include <math.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,7 +29,8 @@
 static int usage(void)
 {
     fprintf(stderr,
-            "usage: deform import ASSET --repository DIR --name NAME [--skinning lbs|dqs] [--max-memory MB]\n"
+            "usage: deform import ASSET --repository DIR --name NAME [--skinning lbs|dqs]\n"
+            "                     [--units m|cm|mm|km|in|ft] [--scale S] [--up y|z|-z|x|-x|-y] [--max-memory MB]\n"
             "       deform import CLIPS.bvh --repository DIR --clips-for MODEL [--name NAME]\n");
     return 2;
 }
@@ -108,6 +114,7 @@ int cmd_import(int argc, char **argv)
 {
     const char *asset = NULL, *repo = NULL, *name = NULL, *skin = "lbs", *clips_for = NULL;
     long long max_mb = 0;
+    const char *units = NULL, *up = NULL, *scale_s = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int more = i + 1 < argc;
@@ -117,6 +124,9 @@ int cmd_import(int argc, char **argv)
         else if ((!strcmp(a, "--clips-for") || !strcmp(a, "--clips-only-for")) && more)
             clips_for = argv[++i];
         else if (!strcmp(a, "--max-memory") && more) max_mb = atoll(argv[++i]);
+        else if (!strcmp(a, "--units") && more) units = argv[++i];
+        else if (!strcmp(a, "--up") && more) up = argv[++i];
+        else if (!strcmp(a, "--scale") && more) scale_s = argv[++i];
         else if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(); return 0; }
         else if (a[0] == '-' && a[1]) {
             fprintf(stderr, "deform import: unknown or incomplete option '%s'\n", a);
@@ -133,6 +143,29 @@ int cmd_import(int argc, char **argv)
     }
     if (strcmp(skin, "lbs") && strcmp(skin, "dqs")) {
         fprintf(stderr, "deform import: --skinning must be lbs or dqs, not '%s'\n", skin);
+        return 2;
+    }
+    double xs = 1, xa[9] = {1, 0, 0, 0, 1, 0, 0, 0, 1};
+    if (units && df__import_units_scale(units, &xs)) {
+        fprintf(stderr, "deform import: --units must be m, cm, mm, km, in or ft, not '%s'\n", units);
+        return 2;
+    }
+    if (scale_s) {
+        char *e = NULL;
+        double f = strtod(scale_s, &e);
+        if (!e || *e || !(f > 0) || !isfinite(f)) {
+            fprintf(stderr, "deform import: --scale must be a positive number, not '%s'\n", scale_s);
+            return 2;
+        }
+        xs *= f;
+    }
+    if (up && df__import_up_matrix(up, xa)) {
+        fprintf(stderr, "deform import: --up must be y, z, -z, x, -x or -y, not '%s'\n", up);
+        return 2;
+    }
+    if (clips_for && (units || scale_s || up)) {
+        fprintf(stderr, "deform import: --units/--scale/--up apply to a whole asset, not to "
+                        "--clips-for (clips take their model's units and axes)\n");
         return 2;
     }
     cap_memory(max_mb);
@@ -178,6 +211,12 @@ int cmd_import(int argc, char **argv)
         fprintf(stderr, "deform import: %s\n", err.msg);
         return 1;
     }
+    if (units || scale_s || up) rc = df__import_transform(&d, xs, xa, &err);
+    if (rc) {
+        fprintf(stderr, "deform import: %s\n", err.msg);
+        df__import_free(&d);
+        return 1;
+    }
     int64_t v = df__tool_latest_version(dir) + 1;
     snprintf(vdir, sizeof vdir, "%s/%lld", dir, (long long)v);
     snprintf(path, sizeof path, "%s/model.safetensors", vdir);
@@ -191,6 +230,8 @@ int cmd_import(int argc, char **argv)
         return 1;
     }
     printf("imported %s -> %s (version %lld)\n", asset, path, (long long)v);
+    if (units || scale_s || up)
+        printf("  converted: scale %g, up axis %s -> +y\n", xs, up ? up : "y");
     printf("  vertices %lld, triangles %lld, meshes %d (%d bound rigidly)%s\n",
            (long long)d.n_vertices, (long long)d.n_triangles, s.n_meshes, s.n_rigid_meshes,
            s.static_first_frame ? ", static: first frame of a vertex-animated format" : "");
@@ -215,6 +256,9 @@ int cmd_import(int argc, char **argv)
                cl->matrices ? "  (world matrices: animated scale)" : "",
                cl->weights ? "  (morph weights)" : "");
     }
+    printf("next: a running deformd on %s picks it up with `kill -HUP <pid>` or\n"
+           "  `curl -X POST localhost:8000/v2/repository/models/%s/load` (docs/own-character.md)\n",
+           repo, name);
     df__import_free(&d);
     return 0;
 }

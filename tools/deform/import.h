@@ -46,6 +46,14 @@ void df__import_free(df_rigged_data_t *d);
 int df__import_clips_for(const char *asset, const char *src_model, const char *dst_model,
                          FILE *report, df_error_t *err);
 
+/* import_xform.c: change a whole model by X = s·A (s > 0; A a rotation that permutes axes,
+ * from df__import_up_matrix) so that every pose evaluates to X times its old result. */
+int df__import_transform(df_rigged_data_t *d, double s, const double A[9], df_error_t *err);
+/* The rotation taking an asset's up axis ("y", "z", "-z", "x", "-x", "-y") to +Y; -1 if unknown. */
+int df__import_up_matrix(const char *up, double A[9] /* OUT */);
+/* Metres per unit of "m", "cm", "mm", "km", "in", "ft"; -1 if unknown. */
+int df__import_units_scale(const char *units, double *s /* OUT */);
+
 /* MODEL argument of eval/info: a model directory REPO/NAME (loaded with df_repo_load on REPO)
  * or a .safetensors file (kind from its metadata). *out new: df_model_unref. If path_out is
  * not NULL it receives the safetensors path that was loaded (size n). */
