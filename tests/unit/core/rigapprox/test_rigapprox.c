@@ -2,10 +2,10 @@
  *
  * References: the served model (df_model_evaluate, dense and sparse
  * reconstruction, batch 1 and batch 5) is compared with an offline forward
- * pass written here with plain loops from the model file's tensors (features,
- * MLPs, PCA layer, anchor mini-networks, LBS), the reconstruction done by the
- * sparse solver, or (test_omega) by a dense solve of the omega-weighted
- * normal equations built here from the triangles; training is run twice with one seed (identical files) and
+ * pass in double from the model file's tensors (rigapprox_ref.h, shared with
+ * test_rigapprox_serve.c: features, MLPs, PCA layer, anchor mini-networks,
+ * a dense solve of the omega-weighted normal equations built from the
+ * triangles, LBS); training is run twice with one seed (identical files) and
  * once interrupted + resumed from a checkpoint (identical again). Local
  * joint features are computed here from the world matrices and the file's
  * joint_parents; a world-feature model (no joint_parents) still serves. The
@@ -18,9 +18,9 @@
  */
 #include "dftest.h"
 #include "df.h"
-#include "math/laplacian.h"
 #include "rigapprox/refdeformer.h"
 #include "rigapprox/rigapprox.h"
+#include "rigapprox_ref.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -192,164 +192,22 @@ static double served_error(const char *model, const char *data, double *max, dou
 static double served_mean_error(const char *model, const char *data);
 
 /* ---------------------------------------------------- offline reference */
-static int dense_solve(int n, double *A, double *y);
-
-/* The anchored reconstruction solved densely, independent of
- * core/math/laplacian.c: the normal equations
- *   (L^T L + omega^2 S^T S) x = L^T delta + omega^2 S^T a
- * with L = D - A the uniform Laplacian of the triangles' edges (no seam
- * welding: returns -1 when two vertices share a rest position, which the
- * tiny rig's mesh never does), S the anchor rows, one solve per coordinate. */
-static int recon_dense(int V, const float *rest, int nt, const uint32_t *tris, int A, const int32_t *anchors,
-                       double omega, const float *delta, const float *ap, float *out)
-{
-    for (int a = 0; a < V; a++)
-        for (int b = 0; b < a; b++)
-            if (rest[a * 3] == rest[b * 3] && rest[a * 3 + 1] == rest[b * 3 + 1] && rest[a * 3 + 2] == rest[b * 3 + 2])
-                return -1;
-    double *L = calloc((size_t)V * V, sizeof(double)), *M = malloc(sizeof(double) * V * V), *y = malloc(sizeof(double) * V);
-    int rc = L && M && y ? 0 : -1;
-    for (int t = 0; !rc && t < nt; t++)
-        for (int e = 0; e < 3; e++) {
-            uint32_t i = tris[t * 3 + e], j = tris[t * 3 + (e + 1) % 3];
-            if (i != j) L[(size_t)i * V + j] = L[(size_t)j * V + i] = -1;
-        }
-    for (int i = 0; !rc && i < V; i++) {
-        double deg = 0;
-        for (int j = 0; j < V; j++) deg -= j != i ? L[(size_t)i * V + j] : 0;
-        L[(size_t)i * V + i] = deg;
-    }
-    for (int c = 0; !rc && c < 3; c++) {
-        for (int i = 0; i < V; i++) {
-            double q = 0;
-            for (int k = 0; k < V; k++) q += L[(size_t)k * V + i] * delta[k * 3 + c];
-            y[i] = q;
-            for (int j = 0; j < V; j++) {
-                double m = 0;
-                for (int k = 0; k < V; k++) m += L[(size_t)k * V + i] * L[(size_t)k * V + j];
-                M[(size_t)i * V + j] = m;
-            }
-        }
-        for (int a = 0; a < A; a++) {
-            M[(size_t)anchors[a] * V + anchors[a]] += omega * omega;
-            y[anchors[a]] += omega * omega * ap[a * 3 + c];
-        }
-        if (dense_solve(V, M, y)) rc = -1;
-        for (int i = 0; !rc && i < V; i++) out[i * 3 + c] = (float)y[i];
-    }
-    free(L), free(M), free(y);
-    return rc;
-}
-
-static const float *T(const df_st_t *st, const char *name)
-{
-    const df_tensor_t *t = df_st_find(st, name);
-    return t ? t->data : NULL;
-}
-
-static void mlp_loops(const df_st_t *st, const char *pre, int layers, const double *in, int nin, double *out,
-                      int *nout)
-{
-    double a[512], b[512];
-    for (int i = 0; i < nin; i++) a[i] = in[i];
-    int n = nin;
-    for (int l = 0; l < layers; l++) {
-        char nm[96];
-        snprintf(nm, sizeof nm, "%s/%d/weight", pre, l);
-        const df_tensor_t *w = df_st_find(st, nm);
-        snprintf(nm, sizeof nm, "%s/%d/bias", pre, l);
-        const float *bb = T(st, nm);
-        int no = (int)w->shape[0];
-        const float *W = w->data;
-        for (int o = 0; o < no; o++) {
-            double s = bb[o];
-            for (int i = 0; i < n; i++) s += W[o * n + i] * a[i];
-            b[o] = (l < layers - 1 && s < 0) ? 0 : s;
-        }
-        memcpy(a, b, sizeof(double) * no);
-        n = no;
-    }
-    for (int i = 0; i < n; i++) out[i] = a[i];
-    *nout = n;
-}
-
-/* omega <= 0: the file's omega, the reconstruction by the library's sparse
- * solver (df_lap_reconstruct); omega > 0: that omega, recon_dense. */
+/* The model evaluated by rigapprox_ref.h (double loops, a dense solve of the
+ * omega-weighted normal equations; omega <= 0: the file's), as floats; NaN
+ * everywhere when it cannot (the message on stderr). */
 static void offline(const df_st_t *st, const float *world, const float *ctl, double omega, float *out)
 {
-    const df_tensor_t *rp = df_st_find(st, "rest_positions"), *ib = df_st_find(st, "inverse_bind_matrices");
-    const df_tensor_t *sj = df_st_find(st, "skin_joints"), *pb = df_st_find(st, "pca_basis");
-    const df_tensor_t *av = df_st_find(st, "anchor_vertices"), *tr = df_st_find(st, "triangles");
-    int V = (int)rp->shape[0], J = (int)ib->shape[0], K = (int)sj->shape[1], P = (int)pb->shape[1];
-    int A = (int)av->shape[0], C = (int)df_st_find(st, "control_ranges")->shape[0], F = 12 * J + C;
-    const float *fm = T(st, "feature_mean"), *fs = T(st, "feature_scale");
-    const int32_t *par = (const int32_t *)T(st, "joint_parents"); /* NULL: world features */
-    double x[512], z[512], loc[12 * 64];
-    for (int j = 0; j < J; j++) {
-        const float *M = world + j * 12;
-        if (!par || par[j] < 0) {
-            for (int e = 0; e < 12; e++) loc[j * 12 + e] = M[e];
-            continue;
-        }
-        /* local = world_p^-1 world_j; for a rotation+translation parent
-         * (the tiny rig's joints have unit scale) world_p^-1 = [R^T | -R^T t] */
-        const float *Pm = world + par[j] * 12;
-        for (int a = 0; a < 3; a++) {
-            for (int b = 0; b < 3; b++) {
-                double q = 0;
-                for (int k = 0; k < 3; k++) q += (double)Pm[k * 4 + a] * M[k * 4 + b];
-                loc[j * 12 + a * 4 + b] = q;
-            }
-            double q = 0;
-            for (int k = 0; k < 3; k++) q += (double)Pm[k * 4 + a] * (M[k * 4 + 3] - Pm[k * 4 + 3]);
-            loc[j * 12 + a * 4 + 3] = q;
-        }
-    }
-    for (int i = 0; i < F; i++) x[i] = ((i < 12 * J ? loc[i] : ctl[i - 12 * J]) - fm[i]) * fs[i];
-    int nl = atoi(df_st_meta(st, "net_layers")), al = atoi(df_st_meta(st, "anchor_layers")), n;
-    mlp_loops(st, "net", nl, x, F, z, &n);
-    const float *U = pb->data, *mu = T(st, "pca_mean");
-    float *delta = malloc(sizeof(float) * V * 3), *nlo = malloc(sizeof(float) * V * 3);
-    for (int k = 0; k < 3 * V; k++) {
-        double s = mu[k];
-        for (int p = 0; p < P; p++) s += U[k * P + p] * z[p];
-        delta[k] = (float)s;
-    }
-    const int32_t *off = (const int32_t *)T(st, "anchor_input_offsets"), *idx = (const int32_t *)T(st, "anchor_input_index");
-    float *ap = malloc(sizeof(float) * A * 3);
-    for (int a = 0; a < A; a++) {
-        double xi[512], y[3];
-        int ni = off[a + 1] - off[a];
-        for (int i = 0; i < ni; i++) xi[i] = x[idx[off[a] + i]];
-        char pre[32];
-        snprintf(pre, sizeof pre, "anchor/%d", a);
-        mlp_loops(st, pre, al, xi, ni, y, &n);
-        for (int c = 0; c < 3; c++) ap[a * 3 + c] = (float)y[c];
-    }
-    double *work = malloc(sizeof(double) * V * 6);
-    if (omega > 0) {
-        if (recon_dense(V, rp->data, (int)tr->shape[0], tr->data, A, av->data, omega, delta, ap, nlo))
-            for (int k = 0; k < 3 * V; k++) nlo[k] = NAN;
-    } else {
-        df_lap_t *lap = NULL;
-        df_rigapprox_lap(V, rp->data, tr->shape[0], tr->data, A, av->data, atof(df_st_meta(st, "omega")), &lap, NULL);
-        df_lap_reconstruct(lap, 3, delta, ap, nlo, work);
-        df_lap_free(&lap);
-    }
-    const float *rest = rp->data, *IB = ib->data, *W = T(st, "skin_weights");
-    const int32_t *SJ = sj->data;
-    for (int v = 0; v < V; v++) {
-        double p[3] = {0, 0, 0}, q[3] = {rest[v * 3] + nlo[v * 3], rest[v * 3 + 1] + nlo[v * 3 + 1], rest[v * 3 + 2] + nlo[v * 3 + 2]};
-        for (int k = 0; k < K; k++) {
-            int j = SJ[v * K + k];
-            double w = W[v * K + k], b[3];
-            const float *I = IB + j * 12, *M = world + j * 12;
-            for (int r = 0; r < 3; r++) b[r] = I[r * 4] * q[0] + I[r * 4 + 1] * q[1] + I[r * 4 + 2] * q[2] + I[r * 4 + 3];
-            for (int r = 0; r < 3; r++) p[r] += w * (M[r * 4] * b[0] + M[r * 4 + 1] * b[1] + M[r * 4 + 2] * b[2] + M[r * 4 + 3]);
-        }
-        for (int r = 0; r < 3; r++) out[v * 3 + r] = (float)p[r];
-    }
-    free(delta), free(nlo), free(ap), free(work);
+    raref_t r = {0};
+    df_error_t err = {0};
+    int64_t n = 0;
+    const df_tensor_t *rp = df_st_find(st, "rest_positions");
+    double *ref = rp ? malloc(sizeof(double) * (n = rp->shape[0] * 3)) : NULL;
+    int rc = ref ? raref_open(st, &r, &err) : -1;
+    if (!rc) rc = raref_eval(&r, world, ctl, omega, ref, &err);
+    if (rc) fprintf(stderr, "offline: %s\n", err.msg);
+    for (int64_t k = 0; k < n; k++) out[k] = rc ? NAN : (float)ref[k];
+    raref_close(&r);
+    free(ref);
 }
 
 static void served_equals_offline(const char *model)
@@ -541,29 +399,6 @@ static void test_omega(void)
  * it equals a dense solve of the normal equations of
  *   sum_i |G (W h_i + b) - r_i|^2 + lambda |G W|_F^2,  lambda = ridge tr(H^T H)/Hd
  * over every entry of (W, b) at once, built here from the Jacobian. */
-static int dense_solve(int n, double *A, double *y)
-{
-    for (int c = 0; c < n; c++) {
-        int piv = c;
-        for (int r = c + 1; r < n; r++)
-            if (fabs(A[r * n + c]) > fabs(A[piv * n + c])) piv = r;
-        if (fabs(A[piv * n + c]) < 1e-300) return -1;
-        for (int k = 0; k < n; k++) { double q = A[c * n + k]; A[c * n + k] = A[piv * n + k]; A[piv * n + k] = q; }
-        double q = y[c]; y[c] = y[piv]; y[piv] = q;
-        for (int r = c + 1; r < n; r++) {
-            double f = A[r * n + c] / A[c * n + c];
-            for (int k = c; k < n; k++) A[r * n + k] -= f * A[c * n + k];
-            y[r] -= f * y[c];
-        }
-    }
-    for (int c = n - 1; c >= 0; c--) {
-        double q = y[c];
-        for (int k = c + 1; k < n; k++) q -= A[c * n + k] * y[k];
-        y[c] = q / A[c * n + c];
-    }
-    return 0;
-}
-
 static double refit_objective(int n, int Hd, const float *h, int D, const float *r, int P, const float *G,
                               double lambda, const double *W, const double *b)
 {
@@ -625,7 +460,7 @@ static void test_refit_optimal(void)
                 for (int a = 0; a < NT; a++)
                     for (int c = 0; c < NT; c++) A[a * NT + c] += lambda * jr[a] * jr[c];
             }
-        DF_CHECK(dense_solve(NT, A, y) == 0);
+        DF_CHECK(raref_dense_solve(NT, A, y) == 0);
         double mx = 0, sc = 0;
         for (int a = 0; a < NT; a++) {
             double got = a < P * HD ? W[a] : b[a - P * HD];
