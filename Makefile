@@ -243,4 +243,4 @@ format:
 clean:
 	rm -rf build bin
 
--include $(shell find $(B)/obj $(B)/pic -name '*.d' 2>/dev/null)
+-include $(shell find $(B)/obj $(B)/pic $(B)/tests $(B)/bench -name '*.d' 2>/dev/null)
