@@ -2,7 +2,12 @@
 
 DESIGN
 One `HttpClient` holds one keep-alive `http.client.HTTPConnection` (reconnected
-once if the server closed it between requests). Inference speaks either plain
+once if the server closed it between requests). Idempotent requests (GET, and
+POST .../infer: a pure function of its inputs) are sent once more when the
+first try lost its connection (refused, reset, closed before the answer) or got
+502 / 503: what a router answers when a daemon died under the request and what
+a draining daemon answers; behind a router the second try reaches another
+daemon. `retries` counts those second tries. Inference speaks either plain
 KServe v2 JSON or its binary-data extension (the default: JSON header of
 `Inference-Header-Content-Length` bytes followed by raw little-endian float32
 tensors, both ways), so a vertex buffer is never printed as decimal text.
@@ -42,6 +47,7 @@ class HttpClient:
         self.timeout = timeout
         self.token = token
         self._conn = None
+        self.retries = 0  # idempotent requests sent a second time
         # JSON header of the last infer answer (model_version, queue_us,
         # compute_us, each output's parameters such as int16 scale/offset)
         self.last_response = None
@@ -63,6 +69,7 @@ class HttpClient:
         hdrs = dict(headers or {})
         if self.token:
             hdrs["Authorization"] = "Bearer " + self.token
+        idempotent = method == "GET" or path.endswith("/infer")
         for attempt in (0, 1):
             if self._conn is None:
                 self._conn = http.client.HTTPConnection(self.host, self.port,
@@ -73,14 +80,27 @@ class HttpClient:
                 data = resp.read()
             except (http.client.RemoteDisconnected, BrokenPipeError,
                     ConnectionResetError):
-                # keep-alive connection closed by the server: retry once
+                # keep-alive connection closed by the server (or lost under
+                # the request): retry once
                 self.close()
                 if attempt:
                     raise
+                self.retries += 1
+                continue
+            except (ConnectionRefusedError, ConnectionAbortedError,
+                    http.client.IncompleteRead):
+                self.close()
+                if attempt or not idempotent:
+                    raise
+                self.retries += 1
                 continue
             rh = {k.lower(): v for k, v in resp.getheaders()}
             if rh.get("connection", "").lower() == "close":
                 self.close()
+            if resp.status in (502, 503) and idempotent and not attempt:
+                self.close()
+                self.retries += 1
+                continue
             return resp.status, rh, data
         raise AssertionError("unreachable")
 

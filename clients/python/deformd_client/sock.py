@@ -11,6 +11,14 @@ wait for that id; `play()` streams a whole clip (INFER with a clip name and
 key times, `window` requests in flight at once) and returns frames in clip
 order. The encoder/decoder functions are pure (bytes in, values out) so the
 tests can check them against hand-written frames.
+
+Retry: every request of the protocol is idempotent, so `ping()`, `info()` and
+`infer()`, when they were the only request on the connection and lost it (closed
+or reset before the answer: a daemon killed, a router that lost its upstream)
+or were answered DF_ESHUTDOWN (a draining daemon), connect again to the same
+address and send the request once more (`retries` counts these). Behind a
+router the new connection reaches a live daemon. Pipelined requests
+(`submit`) are not resent: `reconnect()` lets the caller do it.
 """
 import array
 import json
@@ -144,17 +152,60 @@ def decode_error(payload):
 
 
 # ------------------------------------------------------------ the client
+DF_EIO, DF_ESHUTDOWN = -3, -10
+
+
 class SocketClient:
     def __init__(self, host="127.0.0.1", port=8001, unix=None, timeout=60.0):
-        if unix:
-            self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            self.sock.settimeout(timeout)
-            self.sock.connect(unix)
-        else:
-            self.sock = socket.create_connection((host, int(port)), timeout=timeout)
-            self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._where = (host, port, unix, timeout)
+        self.sock = None
+        self._connect()
         self._next = 1
         self._done = {}  # request id -> (type, payload)
+        self._sent = set()  # request ids sent, not answered yet
+        self.retries = 0  # requests sent a second time on a new connection
+
+    def _connect(self):
+        host, port, unix, timeout = self._where
+        if unix:
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.settimeout(timeout)
+            try:
+                s.connect(unix)
+            except OSError:
+                s.close()
+                raise
+        else:
+            s = socket.create_connection((host, int(port)), timeout=timeout)
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.sock = s
+
+    def reconnect(self):
+        """Close the connection and connect again to the same address;
+        requests in flight are forgotten (resubmit them)."""
+        self.close()
+        self._done = {}
+        self._sent = set()
+        self._connect()
+
+    def _once_more(self, fn):
+        """fn() sends one request and waits for it; on a lost connection or
+        DF_ESHUTDOWN, when nothing else was in flight, reconnect and call it
+        once more."""
+        alone = not self._sent and not self._done
+        try:
+            return fn()
+        except (OSError, DeformdError) as e:
+            code = getattr(e, "code", None)
+            lost = isinstance(e, OSError) and not isinstance(e, socket.timeout)
+            if not alone or not (lost or code in (DF_EIO, DF_ESHUTDOWN)):
+                raise
+            try:
+                self.reconnect()
+            except OSError:
+                raise e
+            self.retries += 1
+            return fn()
 
     def close(self):
         if self.sock is not None:
@@ -179,7 +230,7 @@ class SocketClient:
         while got < n:
             k = self.sock.recv_into(view[got:], n - got)
             if k == 0:
-                raise DeformdError("connection closed by the server")
+                raise DeformdError("connection closed by the server", code=DF_EIO)
             got += k
         return buf
 
@@ -195,6 +246,7 @@ class SocketClient:
         while rid not in self._done:
             ftype, r, payload = self._read_frame()
             self._done[r] = (ftype, payload)
+            self._sent.discard(r)
         return self._done.pop(rid)
 
     @staticmethod
@@ -206,16 +258,18 @@ class SocketClient:
         return payload
 
     # ------------------------------------------------------------- verbs
-    def ping(self, data=b"ping"):
+    def _call(self, ftype, payload, expect):
         rid = self._id()
-        self.sock.sendall(frame(PING, rid, data))
-        return bytes(self._answer(*self._wait(rid), PONG))
+        self._sent.add(rid)
+        self.sock.sendall(frame(ftype, rid, payload))
+        return self._answer(*self._wait(rid), expect)
+
+    def ping(self, data=b"ping"):
+        return bytes(self._once_more(lambda: self._call(PING, data, PONG)))
 
     def info(self, name=""):
         """INFO: server description (name "") or a character's (inputs, clips...)."""
-        rid = self._id()
-        self.sock.sendall(frame(INFO, rid, _string(name)))
-        p = self._answer(*self._wait(rid), INFO_RESULT)
+        p = self._once_more(lambda: self._call(INFO, _string(name), INFO_RESULT))
         (n,) = struct.unpack_from("<I", p)
         return json.loads(bytes(p[4:4 + n]).decode())
 
@@ -226,8 +280,9 @@ class SocketClient:
                skinning=None, clip=None, times=None):
         """Send an INFER without waiting; returns its request id."""
         rid = self._id()
-        self.sock.sendall(encode_infer(rid, name, inputs, batch, outputs, encoding,
-                                       skinning, clip, times))
+        data = encode_infer(rid, name, inputs, batch, outputs, encoding, skinning, clip, times)
+        self._sent.add(rid)
+        self.sock.sendall(data)
         return rid
 
     def result(self, rid):
@@ -243,8 +298,8 @@ class SocketClient:
             ins = {k: _add_batch(as_tensor(v, k)) for k, v in ins.items()}
             if times is not None and not isinstance(times, (list, tuple)):
                 times = [times]
-        res = self.result(self.submit(name, ins, batch or 1, outputs, encoding,
-                                      skinning, clip, times))
+        res = self._once_more(lambda: self.result(self.submit(
+            name, ins, batch or 1, outputs, encoding, skinning, clip, times)))
         if batch is None:
             res = {k: Tensor(t.shape[1:], t.data) for k, t in res.items()}
         return res
