@@ -203,6 +203,47 @@ int df_decompose_write_model(const df_decompose_result_t *r,
                              const char *clip_name, const char *path,
                              df_error_t *err);
 
+/* A joint hierarchy for a rigid or trs fit (decompose_skeleton.c, docs/
+ * decompose.md): joint k animates proxy bone bone[k]; joints are ordered so
+ * parent[k] < k. Matrices are 3x4 row-major in model units, double. */
+typedef struct df_decompose_skeleton {
+    int n_joints;            /* = B */
+    int64_t n_frames;        /* F */
+    int root;                /* 0 */
+    int32_t *parent;         /* [B] -1 for the root(s) */
+    int32_t *bone;           /* [B] proxy bone of joint k */
+    int32_t *joint_of_bone;  /* [B] inverse of bone */
+    double *bind;            /* [B,12] joint frame at rest (world): rotation + position */
+    double *world;           /* [F,B,12] world_k^p = T_bone(k)^p · bind_k */
+    float *translation;      /* [F,B,3] local (relative to the parent joint) */
+    float *rotation;         /* [F,B,4] local, unit quaternion x,y,z,w */
+    float *scale;            /* [F,B] local uniform scale (1 for rigid fits) */
+    float *rest_translation; /* [B,3] local bind pose */
+    float *rest_rotation;    /* [B,4] */
+    double *dislocation;     /* [B] RMS over frames of |T_parent q - T_k q| at the
+                                joint q (model units), 0 for the root */
+} df_decompose_skeleton_t;
+
+/* Extract the hierarchy (hierarchy = 1) or keep the B proxy bones as roots
+ * at the origin (0). Refuses affine fits (DF_EUNSUPPORTED). *out new: free
+ * with df_decompose_skeleton_free. */
+int df_decompose_skeleton(const df_decompose_result_t *r, int64_t n_triangles,
+                          const uint32_t *triangles, int hierarchy,
+                          df_decompose_skeleton_t **out, df_error_t *err);
+void df_decompose_skeleton_free(df_decompose_skeleton_t **s);
+/* Local 3x4 of joint k at frame p recomposed from its stored float TRS. */
+void df_decompose_skeleton_local(const df_decompose_skeleton_t *s, int64_t p, int k,
+                                 double m[12] /* OUT */);
+
+/* Write the result with a skeleton as a `rigged` model: joints named
+ * "joint<k>" in the skeleton's order with its parents, bind pose and inverse
+ * binds; the clip as local rotations + translations (rigid fits) or world
+ * matrices (trs fits: the rigged clip has no scale channel). */
+int df_decompose_write_rig(const df_decompose_result_t *r, const df_decompose_skeleton_t *s,
+                           int64_t n_triangles, const uint32_t *triangles /* [T,3] */,
+                           const float *times /* [F] or NULL */, const char *clip_name,
+                           const char *path, df_error_t *err);
+
 /* Error metrics of an approximation (paper §4; formulas in
  * docs/decompose.md). diag: rest bbox diagonal (<= 0: computed from frame
  * 0 of orig). */

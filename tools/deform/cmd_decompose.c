@@ -34,6 +34,7 @@
  * kind, and the replay error is printed with the four metrics.
  */
 #include "decompose/decompose.h"
+#include "glb_write.h"
 #include "import.h"
 
 #include <assimp/cimport.h>
@@ -62,7 +63,8 @@ static int usage(void)
     fprintf(stderr,
             "usage: deform decompose INPUT --bones B --repository DIR --name NAME\n"
             "         [--transforms rigid|trs|affine (rigid)] [--transform-sweeps S(3)]\n"
-            "         [--max-influences K(6)] [--iters N(30)] [--threads T(1)] [--clip NAME]\n"
+            "         [--skeleton tree|flat] [--export-glb FILE.glb]\n"
+            "         [--max-influences K(6; 4 with --export-glb)] [--iters N(30)] [--threads T(1)] [--clip NAME]\n"
             "         [--fps R] [--frames a:b] [--tol X] [--no-weld] [--weld-tol X] [--reseed N]\n"
             "         [--soft-convexity X] [--candidates C]\n"
             "         [--model-rest] [--metrics-json FILE] [--save-sequence RAW.safetensors]\n"
@@ -507,10 +509,10 @@ static void normal_stats(const seq_t *s, const df_decompose_result_t *r, const f
 int cmd_decompose(int argc, char **argv)
 {
     const char *input = NULL, *repo = NULL, *name = NULL, *clip = NULL, *mjson = NULL,
-               *frames_arg = NULL, *save_seq = NULL;
+               *frames_arg = NULL, *save_seq = NULL, *glb = NULL, *skel_arg = NULL;
     df_decompose_opts_t o;
     df_decompose_opts_default(&o);
-    int threads = 1, quiet = 0, model_rest = 0;
+    int threads = 1, quiet = 0, model_rest = 0, k_given = 0;
     double fps = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -526,7 +528,12 @@ int cmd_decompose(int argc, char **argv)
             }
         }
         else if (!strcmp(a, "--transform-sweeps") && more) o.transform_sweeps = (int)strtol(argv[++i], &end, 10);
-        else if (!strcmp(a, "--max-influences") && more) o.max_influences = (int)strtol(argv[++i], &end, 10);
+        else if (!strcmp(a, "--max-influences") && more) {
+            o.max_influences = (int)strtol(argv[++i], &end, 10);
+            k_given = 1;
+        }
+        else if (!strcmp(a, "--export-glb") && more) glb = argv[++i];
+        else if (!strcmp(a, "--skeleton") && more) skel_arg = argv[++i];
         else if (!strcmp(a, "--iters") && more) o.max_iterations = (int)strtol(argv[++i], &end, 10);
         else if (!strcmp(a, "--threads") && more) threads = (int)strtol(argv[++i], &end, 10);
         else if (!strcmp(a, "--tol") && more) o.tol = strtod(argv[++i], &end);
@@ -554,6 +561,26 @@ int cmd_decompose(int argc, char **argv)
         }
     }
     if (!input || !repo || !name) return usage();
+    int hierarchy = o.transforms != DF_DECOMPOSE_AFFINE; /* a skeleton unless affine */
+    if (skel_arg) {
+        if (!strcmp(skel_arg, "tree")) hierarchy = 1;
+        else if (!strcmp(skel_arg, "flat")) hierarchy = 0;
+        else {
+            fprintf(stderr, "deform decompose: --skeleton wants tree or flat, not '%s'\n", skel_arg);
+            return 2;
+        }
+        if (hierarchy && o.transforms == DF_DECOMPOSE_AFFINE) {
+            fprintf(stderr, "deform decompose: --skeleton tree needs --transforms rigid or trs "
+                            "(affine bones shear and reflect: no joint can play them)\n");
+            return 2;
+        }
+    }
+    if (glb && o.transforms == DF_DECOMPOSE_AFFINE) {
+        fprintf(stderr, "deform decompose: --export-glb needs --transforms rigid or trs (glTF "
+                        "animates translation, rotation and scale, not shear or reflection)\n");
+        return 2;
+    }
+    if (glb && !k_given) o.max_influences = 4; /* what engines and three.js skin with */
     if (o.n_bones < 1) { fprintf(stderr, "deform decompose: --bones B (>= 1) is required\n"); return 2; }
     if (threads < 1 || threads > 64) { fprintf(stderr, "deform decompose: --threads must be 1..64\n"); return 2; }
     if (fps < 0 || !isfinite(fps)) { fprintf(stderr, "deform decompose: --fps must be > 0\n"); return 2; }
@@ -667,7 +694,8 @@ int cmd_decompose(int argc, char **argv)
         return 1;
     }
 
-    /* write REPO/NAME/<v>/model.safetensors */
+    /* write REPO/NAME/<v>/model.safetensors (and the glb) */
+    df_decompose_skeleton_t *sk = NULL;
     char dir[PATH_MAX], path[PATH_MAX + 64];
     snprintf(dir, sizeof dir, "%s/%s", repo, name);
     int64_t v = df__tool_latest_version(dir) + 1;
@@ -675,7 +703,14 @@ int cmd_decompose(int argc, char **argv)
     rc = df__tool_mkdirs(path, &err);
     if (!rc) {
         snprintf(path, sizeof path, "%s/%lld/model.safetensors", dir, (long long)v);
-        rc = df_decompose_write_model(r, s.T, s.tris, s.times, clip ? clip : "fit", path, &err);
+        if (o.transforms == DF_DECOMPOSE_AFFINE)
+            rc = df_decompose_write_model(r, s.T, s.tris, s.times, clip ? clip : "fit", path, &err);
+        else
+            rc = df_decompose_skeleton(r, s.T, s.tris, hierarchy, &sk, &err);
+        if (!rc && sk)
+            rc = df_decompose_write_rig(r, sk, s.T, s.tris, s.times, clip ? clip : "fit", path, &err);
+        if (!rc && sk && glb)
+            rc = df__glb_write_rig(glb, r, sk, s.T, s.tris, s.times, clip ? clip : "fit", &err);
     }
     if (!rc) {
         char cp[PATH_MAX + 16];
@@ -728,6 +763,22 @@ int cmd_decompose(int argc, char **argv)
         printf("metrics: DisPer %.4g  ERMS %.6g (%.4g%% of diag)  MaxAvgDist %.6g (%.4g%% of "
                "diag)  NormDistort %.4g  diag %.6g\n", mt.disper, mt.erms, mt.erms_pct,
                mt.max_avg_dist, mt.max_avg_dist_pct, mt.norm_distort, mt.diag);
+        if (sk) {
+            double dmax = 0, dsum = 0;
+            int depth_max = 0;
+            for (int k = 0; k < sk->n_joints; k++) {
+                dmax = fmax(dmax, sk->dislocation[k]);
+                dsum += sk->dislocation[k];
+                int dep = 0;
+                for (int q = k; sk->parent[q] >= 0; q = sk->parent[q]) dep++;
+                depth_max = dep > depth_max ? dep : depth_max;
+            }
+            printf("skeleton: %d joints (%s), root joint0 = bone %d, depth %d; joint "
+                   "dislocation mean %.3g%% max %.3g%% of diag\n", sk->n_joints,
+                   hierarchy ? "tree" : "flat", sk->bone[0], depth_max,
+                   100 * dsum / sk->n_joints / mt.diag, 100 * dmax / mt.diag);
+        }
+        if (glb) printf("glb: %s\n", glb);
         if (s.T > 0)
             printf("normals: 99th percentile angle to the input's %.3g deg skinned, %.3g deg "
                    "recomputed from the fitted positions\n", n_skinned, n_recomputed);
@@ -769,6 +820,7 @@ int cmd_decompose(int argc, char **argv)
     }
     free(fit);
     free(replay);
+    df_decompose_skeleton_free(&sk);
     df_decompose_result_free(&r);
     seq_free(&s);
     return rc ? 1 : 0;
