@@ -16,6 +16,7 @@ int cmd_info(int argc, char **argv) __attribute__((weak));
 int cmd_decompose(int argc, char **argv) __attribute__((weak));
 int cmd_rigdata(int argc, char **argv) __attribute__((weak));
 int cmd_train(int argc, char **argv) __attribute__((weak));
+int cmd_retarget(int argc, char **argv) __attribute__((weak));
 
 static const struct {
     const char *name;
@@ -29,6 +30,7 @@ static const struct {
     {"decompose", cmd_decompose, "decompose INPUT --bones B --repository DIR --name NAME   skinning decomposition"},
     {"rigdata", cmd_rigdata, "rigdata ...   generate a rig-approximation dataset with the reference deformer"},
     {"train", cmd_train, "train ...   train a rigapprox model from a dataset"},
+    {"retarget", cmd_retarget, "retarget build|apply ...   facial performance retargeting models"},
 };
 
 static void usage(FILE *f)

@@ -1,0 +1,177 @@
+/* bench_retarget.c — `make bench-retarget`: served throughput of a retarget
+ * model beside its target's own rigged evaluation, in one run.
+ *
+ *   build/bench/bench_retarget RETARGET.safetensors TARGET.safetensors
+ *       MARKERS.npy [--batch B] [--seconds S]
+ *
+ * One OpenBLAS thread (the daemon's setting). For the same poses at batch B
+ * (default 64), through df_model_evaluate (the served path), in alternation
+ * (5 rounds, the best of each, so a noisy neighbour hits every variant):
+ *   markers  -> positions   (rigid alignment, bounded solve, E, target)
+ *   weights  -> positions   (E, target)
+ *   target alone            (the rigged model of the target file, with the
+ *                            target weights the markers variant produced)
+ *   markers  -> target_weights only (the mapping alone)
+ * and prints poses/s per core and the mapping's cost relative to the
+ * target's own evaluation.
+ */
+#include "df.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+void openblas_set_num_threads(int);
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+typedef struct variant {
+    const char *name;
+    df_model_t *m;
+    int in;
+    const float *src; /* [F, per] */
+    int64_t per;
+    int out_pos, out_w;
+    double best;
+} variant_t;
+
+static int run(variant_t *v, int B, int64_t F, float *pos, float *tw, int64_t N3, int64_t Mt,
+               double seconds, df_scratch_t *scr)
+{
+    const float **pin = malloc(sizeof *pin * (size_t)B);
+    float **pp = malloc(sizeof *pp * (size_t)B), **pt = malloc(sizeof *pt * (size_t)B);
+    df_error_t err = {0};
+    double t0 = now();
+    int64_t poses = 0, f = 0;
+    while (now() - t0 < seconds) {
+        for (int p = 0; p < B; p++, f++) {
+            int64_t fr = f % F;
+            pin[p] = v->src + fr * v->per;
+            pp[p] = pos + (size_t)p * N3;
+            pt[p] = tw + (size_t)p * Mt;
+        }
+        df_batch_t b;
+        memset(&b, 0, sizeof b);
+        b.n = B;
+        b.in[v->in] = pin;
+        if (v->out_pos >= 0) b.out[v->out_pos] = pp;
+        if (v->out_w >= 0) b.out[v->out_w] = pt;
+        if (df_model_evaluate(v->m, &b, scr, &err)) {
+            fprintf(stderr, "bench_retarget: %s: %s\n", v->name, err.msg);
+            exit(1);
+        }
+        poses += B;
+    }
+    double rate = (double)poses / (now() - t0);
+    if (rate > v->best) v->best = rate;
+    free(pin);
+    free(pp);
+    free(pt);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 4) {
+        fprintf(stderr, "usage: bench_retarget RETARGET.safetensors TARGET.safetensors "
+                        "MARKERS.npy [--batch B] [--seconds S]\n");
+        return 2;
+    }
+    int B = 64;
+    double seconds = 0.4;
+    for (int i = 4; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--batch")) B = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--seconds")) seconds = atof(argv[i + 1]);
+    }
+    if (B < 1 || B > 4096 || !(seconds > 0)) {
+        fprintf(stderr, "bench_retarget: bad --batch or --seconds\n");
+        return 2;
+    }
+    openblas_set_num_threads(1);
+    df_error_t err = {0};
+    df_model_t *rt = NULL, *tg = NULL;
+    if (df_model_open(argv[1], "retarget", NULL, NULL, &rt, &err) ||
+        df_model_open(argv[2], "rigged", NULL, NULL, &tg, &err)) {
+        fprintf(stderr, "bench_retarget: %s\n", err.msg);
+        return 1;
+    }
+    int nd;
+    int64_t sh[DF_MAX_DIMS];
+    float *X = NULL;
+    if (df_npy_read_f32(argv[3], &nd, sh, &X, &err)) {
+        fprintf(stderr, "bench_retarget: %s\n", err.msg);
+        return 1;
+    }
+    int im = df_model_find_input(rt, "markers"), iw = df_model_find_input(rt, "source_weights");
+    if (im < 0 || nd != 3 || sh[1] != df_model_input(rt, im)->shape[0] || sh[2] != 3) {
+        fprintf(stderr, "bench_retarget: the model needs a markers input matching %s\n",
+                argv[3]);
+        return 1;
+    }
+    int64_t F = sh[0], K = sh[1];
+    int64_t N = df_model_n_vertices(rt), N3 = 3 * N;
+    int ot = df_model_find_output(rt, "target_weights"), os = df_model_find_output(rt, "solved_weights");
+    int64_t Mt = df_model_output(rt, ot)->shape[0], Ms = df_model_output(rt, os)->shape[0];
+    if (df_model_n_vertices(tg) != N || df_model_find_input(tg, "weights") < 0 ||
+        df_model_input(tg, df_model_find_input(tg, "weights"))->shape[0] != Mt) {
+        fprintf(stderr, "bench_retarget: %s is not the target of %s\n", argv[2], argv[1]);
+        return 1;
+    }
+    /* the solved source weights and target weights of every frame, for the
+     * weights-input and target-alone variants */
+    float *SW = malloc(sizeof(float) * (size_t)(F * Ms)), *TW = malloc(sizeof(float) * (size_t)(F * Mt));
+    float *pos = malloc(sizeof(float) * (size_t)(B * N3)), *tw = malloc(sizeof(float) * (size_t)(B * Mt));
+    df_scratch_t *scr = df_scratch_new();
+    {
+        const float *pin[1];
+        float *ps[1], *pt[1];
+        for (int64_t f = 0; f < F; f++) {
+            df_batch_t b;
+            memset(&b, 0, sizeof b);
+            b.n = 1;
+            pin[0] = X + f * K * 3;
+            ps[0] = SW + f * Ms;
+            pt[0] = TW + f * Mt;
+            b.in[im] = pin;
+            b.out[os] = ps;
+            b.out[ot] = pt;
+            if (df_model_evaluate(rt, &b, scr, &err)) {
+                fprintf(stderr, "bench_retarget: %s\n", err.msg);
+                return 1;
+            }
+        }
+    }
+    variant_t v[4] = {
+        {"markers -> positions", rt, im, X, K * 3, df_model_find_output(rt, "positions"), -1, 0},
+        {"source_weights -> positions", rt, iw, SW, Ms, df_model_find_output(rt, "positions"), -1, 0},
+        {"target alone (rigged, its weights)", tg, df_model_find_input(tg, "weights"), TW, Mt,
+         df_model_find_output(tg, "positions"), -1, 0},
+        {"markers -> target_weights only", rt, im, X, K * 3, -1, ot, 0},
+    };
+    for (int r = 0; r < 5; r++)
+        for (int i = 0; i < 4; i++) run(&v[i], B, F, pos, tw, N3, Mt, seconds, scr);
+    printf("retarget bench: %lld target vertices, %lld source controls, %lld target shapes, "
+           "%lld markers, batch %d, 1 thread, %lld frames cycled, best of 5 x %.1f s\n",
+           (long long)N, (long long)Ms, (long long)Mt, (long long)K, B, (long long)F, seconds);
+    for (int i = 0; i < 4; i++)
+        printf("  %-36s %10.0f poses/s  (%7.2f us/pose)\n", v[i].name, v[i].best, 1e6 / v[i].best);
+    double t_m = 1 / v[0].best, t_w = 1 / v[1].best, t_t = 1 / v[2].best;
+    printf("  mapping cost over the target's own evaluation: markers %+.1f %%, source_weights "
+           "%+.1f %%\n", 100 * (t_m - t_t) / t_t, 100 * (t_w - t_t) / t_t);
+    df_scratch_free(&scr);
+    df_model_unref(&rt);
+    df_model_unref(&tg);
+    free(X);
+    free(SW);
+    free(TW);
+    free(pos);
+    free(tw);
+    return 0;
+}

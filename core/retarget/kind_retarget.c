@@ -1,0 +1,622 @@
+/* kind_retarget.c — the `retarget` model kind: facial performance
+ * retargeting (source controls or markers -> a target rig's weights ->
+ * the target's vertices), after Lewis & Pighin's survey of retargeting
+ * algorithms (parallel blendshapes, Choe & Ko's marker solve, Chuang &
+ * Bregler's non-negative solve, the global cloning matrix).
+ *
+ * DESIGN
+ * A retarget file is a `rigged` file (the target: positions, triangles,
+ * morph_deltas, morph_names...) plus the mapping under `retarget/...`. Load
+ * builds the target as a real `rigged` model from the same tensors (the
+ * rigged kind's own load, so the same validation) and keeps it; evaluation
+ * hands the target weights to the rigged kind's evaluate: the morph GEMM,
+ * skinning and normals are the rigged kernel's, not a copy.
+ *
+ * For a batch of B poses, each with `source_weights` or `markers` (not
+ * both; neither: the neutral):
+ *  1. marker poses, for r = 1..iters: rigid alignment of each pose's
+ *     markers onto the source's marker positions of the current estimate
+ *     (rest + A w; rest in round 1) by Horn's method, residual
+ *     y = R x + t - rest; the right-hand sides A'y of all marker poses as
+ *     ONE sgemm; per pose the bounded least-squares solve on the Gram
+ *     matrix G = A'A + lambda I prepared (and checked positive definite)
+ *     at load; then (when another round follows) A w for all of them as one
+ *     sgemm;
+ *  2. target weights for the whole batch as ONE sgemm: W_t = E W_s
+ *     (sgemv for B = 1), clamped to [0, 1] unless the file says otherwise;
+ *  3. the target's positions / normals: df_kind_rigged.evaluate on the
+ *     target model with those weights, one batch.
+ * Scratch holds everything (the rigged kind's scratch first, then ours);
+ * nothing is allocated per request.
+ */
+#include "retarget/retarget.h"
+#include "rigged/rigged_internal.h"
+
+#include <cblas.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define E_(code, ...) df_error_set(err, code, __VA_ARGS__)
+#define DF_RT_MAX_MARKERS 4096
+
+extern const df_kind_t df_kind_rigged;
+
+static void rt_destroy(void *impl)
+{
+    df__rt_t *r = impl;
+    if (!r) return;
+    df_model_unref(&r->target);
+    free(r->E);
+    if (r->At != r->A) free(r->At);
+    free(r->A);
+    free(r->tol);
+    free(r->rest);
+    free(r->rigid_w);
+    free(r->G);
+    free(r->L);
+    free(r);
+}
+
+static float *dup_tensor(const df_tensor_t *t)
+{
+    size_t n = (size_t)df_tensor_numel(t);
+    float *p = malloc((n ? n : 1) * sizeof(float));
+    if (p && n) memcpy(p, t->data, n * sizeof(float));
+    return p;
+}
+
+/* metadata key or config parameter (params wins): bounds, clamp_target,
+ * align_iterations, marker_lambda (file only). */
+static int parse_choice(const char *v, const char *key, const char *const *opts,
+                        int nopt, int code, int *out, df_error_t *err)
+{
+    for (int i = 0; i < nopt; i++)
+        if (!strcmp(v, opts[i])) {
+            *out = i;
+            return DF_OK;
+        }
+    char list[128] = "";
+    for (int i = 0; i < nopt; i++)
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s",
+                 i ? ", " : "", opts[i]);
+    return E_(code, "%s is '%s' (want one of %s)", key, v, list);
+}
+
+static int parse_iters(const char *v, const char *what, int *out, df_error_t *err)
+{
+    char *end;
+    long n = strtol(v, &end, 10);
+    if (end == v || *end || n < 1 || n > 10)
+        return E_(DF_EFORMAT, "%s 'align_iterations' is '%s' (want 1..10)", what, v);
+    *out = (int)n;
+    return DF_OK;
+}
+
+static const char *const bounds_opts[] = {"unit", "nonneg", "none"};
+static const char *const clamp_opts[] = {"none", "unit"};
+static const char *const rigid_opts[] = {"none", "linear"};
+
+static int read_options(df__rt_t *r, const df_st_t *st, const char *params,
+                        df_error_t *err)
+{
+    int rc, v = 0;
+    const char *s;
+    r->bounds = DF_RT_UNIT;
+    r->clamp = 1;
+    r->iters = 2;
+    r->rigid_fix = 1;
+    r->lambda = 0.0;
+    if ((s = df_st_meta(st, "rigid_correction"))) {
+        if ((rc = parse_choice(s, "metadata 'rigid_correction'", rigid_opts, 2, DF_EFORMAT, &v, err)))
+            return rc;
+        r->rigid_fix = v;
+    }
+    if ((s = df_st_meta(st, "bounds"))) {
+        if ((rc = parse_choice(s, "metadata 'bounds'", bounds_opts, 3, DF_EFORMAT, &v, err))) return rc;
+        r->bounds = (df__rt_bounds_t)v;
+    }
+    if ((s = df_st_meta(st, "clamp_target"))) {
+        if ((rc = parse_choice(s, "metadata 'clamp_target'", clamp_opts, 2, DF_EFORMAT, &v, err))) return rc;
+        r->clamp = v;
+    }
+    if ((s = df_st_meta(st, "align_iterations")) &&
+        (rc = parse_iters(s, "metadata", &r->iters, err)))
+        return rc;
+    if ((s = df_st_meta(st, "marker_lambda"))) {
+        char *end;
+        r->lambda = strtod(s, &end);
+        if (end == s || *end || !isfinite(r->lambda) || r->lambda < 0)
+            return E_(DF_EFORMAT, "metadata 'marker_lambda' is '%s' (want a "
+                                  "finite number >= 0)", s);
+    }
+    if (!params || !*params) return DF_OK;
+    json_error_t je;
+    json_t *o = json_loads(params, 0, &je);
+    if (!o) return E_(DF_EINVAL, "parameters: not JSON: %s", je.text);
+    rc = DF_OK;
+    if (!json_is_object(o)) {
+        rc = E_(DF_EINVAL, "parameters: not a JSON object");
+        goto done;
+    }
+    const char *key;
+    json_t *val;
+    json_object_foreach(o, key, val) {
+        if (!strcmp(key, "bounds") || !strcmp(key, "clamp_target") ||
+            !strcmp(key, "rigid_correction")) {
+            const char *sv = json_string_value(val);
+            int which = !strcmp(key, "bounds") ? 0 : !strcmp(key, "clamp_target") ? 1 : 2;
+            static const char *const *const opts[3] = {bounds_opts, clamp_opts, rigid_opts};
+            static const int nopts[3] = {3, 2, 2};
+            char what[64];
+            snprintf(what, sizeof what, "parameters '%s'", key);
+            if (!sv) {
+                rc = E_(DF_EINVAL, "parameters: '%s' must be a string", key);
+                break;
+            }
+            if ((rc = parse_choice(sv, what, opts[which], nopts[which], DF_EINVAL, &v, err)))
+                break;
+            if (which == 0)
+                r->bounds = (df__rt_bounds_t)v;
+            else if (which == 1)
+                r->clamp = v;
+            else
+                r->rigid_fix = v;
+        } else if (!strcmp(key, "align_iterations")) {
+            json_int_t n = json_integer_value(val);
+            if (!json_is_integer(val) || n < 1 || n > 10) {
+                rc = E_(DF_EINVAL, "parameters: 'align_iterations' must be an integer 1..10");
+                break;
+            }
+            r->iters = (int)n;
+        } else {
+            rc = E_(DF_EINVAL, "parameters: unknown key '%s' (retarget takes bounds, "
+                               "clamp_target, rigid_correction, align_iterations)", key);
+            break;
+        }
+    }
+done:
+    json_decref(o);
+    return rc;
+}
+
+static int load_markers(df__rt_t *r, const df_st_t *st, const char *const *src_names,
+                        df_error_t *err)
+{
+    const df_tensor_t *tr, *td, *tw;
+    int rc;
+    int64_t s2[2] = {-1, 3};
+    if ((rc = df_st_require(st, "retarget/marker_rest", DF_DT_F32, 2, s2, 1, &tr, err)))
+        return rc;
+    if (!tr) {
+        if (df_st_find(st, "retarget/marker_deltas") || df_st_find(st, "retarget/marker_weights"))
+            return E_(DF_EFORMAT, "tensor 'retarget/marker_deltas' or 'retarget/marker_weights' "
+                                  "present but 'retarget/marker_rest' is missing");
+        return DF_OK;
+    }
+    int64_t K = tr->shape[0];
+    if (K < 3 || K > DF_RT_MAX_MARKERS)
+        return E_(K < 3 ? DF_EFORMAT : DF_ELIMIT,
+                  "tensor 'retarget/marker_rest': %lld markers (must be 3..%d)",
+                  (long long)K, DF_RT_MAX_MARKERS);
+    int64_t s3[3] = {r->Ms, K, 3}, s1[1] = {K};
+    char ctx[512];
+    if ((rc = df_st_require(st, "retarget/marker_deltas", DF_DT_F32, 3, s3, 0, &td, err)) ||
+        (rc = df_st_require(st, "retarget/marker_weights", DF_DT_F32, 1, s1, 1, &tw, err))) {
+        snprintf(ctx, sizeof ctx, "%.400s", err ? err->msg : "");
+        return E_(rc, "%s (Ms = %lld from metadata 'source_names', K = %lld from "
+                      "'retarget/marker_rest')", ctx, (long long)r->Ms, (long long)K);
+    }
+    r->K = K;
+    r->rest = dup_tensor(tr);
+    r->A = dup_tensor(td);
+    r->rigid_w = malloc((size_t)K * sizeof(float));
+    if (!r->rest || !r->A || !r->rigid_w) return E_(DF_ENOMEM, "out of memory");
+    double sum = 0;
+    for (int64_t i = 0; i < K; i++) {
+        float w = tw ? ((const float *)tw->data)[i] : 1.0f;
+        if (!(w >= 0.0f))
+            return E_(DF_EFORMAT, "tensor 'retarget/marker_weights': marker %lld: "
+                                  "weight %g is negative", (long long)i, (double)w);
+        r->rigid_w[i] = w;
+        sum += w;
+    }
+    if (!(sum > 0))
+        return E_(DF_EFORMAT, "tensor 'retarget/marker_weights': all weights are 0");
+    for (int64_t i = 0; i < K; i++) r->rigid_w[i] = (float)(r->rigid_w[i] / sum);
+    /* the rest configuration: no duplicated marker, not collinear */
+    float lo[3], hi[3];
+    for (int d = 0; d < 3; d++) lo[d] = hi[d] = r->rest[d];
+    for (int64_t i = 1; i < K; i++)
+        for (int d = 0; d < 3; d++) {
+            lo[d] = fminf(lo[d], r->rest[3 * i + d]);
+            hi[d] = fmaxf(hi[d], r->rest[3 * i + d]);
+        }
+    double diag = sqrt((double)(hi[0] - lo[0]) * (hi[0] - lo[0]) +
+                       (double)(hi[1] - lo[1]) * (hi[1] - lo[1]) +
+                       (double)(hi[2] - lo[2]) * (hi[2] - lo[2]));
+    for (int64_t i = 0; i < K; i++)
+        for (int64_t j = i + 1; j < K; j++) {
+            const float *a = r->rest + 3 * i, *b = r->rest + 3 * j;
+            double d2 = 0;
+            for (int d = 0; d < 3; d++) d2 += (double)(a[d] - b[d]) * (a[d] - b[d]);
+            if (sqrt(d2) <= 1e-6 * diag)
+                return E_(DF_EFORMAT, "tensor 'retarget/marker_rest': markers %lld and "
+                                      "%lld coincide (duplicated landmark)",
+                          (long long)i, (long long)j);
+        }
+    if (df__rt_degenerate(r->rest, r->rigid_w, K))
+        return E_(DF_EFORMAT, "tensor 'retarget/marker_rest': the (weighted) markers are "
+                              "collinear: a rigid alignment would be undefined");
+    int64_t m = r->Ms, n3 = 3 * K;
+    /* the infinitesimal rigid motions at the rest markers, J (3K x 6:
+     * rotation about the weighted centroid, translation), projected out of
+     * A: solving with At = (I - J (J'J)^-1 J') A is solving for the weights
+     * and a small rigid correction together (the correction eliminated),
+     * so what the rough alignment left over does not leak into the
+     * weights */
+    r->At = r->A;
+    if (r->rigid_fix) {
+        double c[3] = {0, 0, 0}, JJ[36] = {0}, LJ[36];
+        for (int64_t i = 0; i < K; i++)
+            for (int d = 0; d < 3; d++) c[d] += r->rigid_w[i] * (double)r->rest[3 * i + d];
+        r->At = malloc((size_t)(m * n3) * sizeof(float));
+        double *Jm = malloc((size_t)(n3 * 6) * sizeof(double));
+        if (!r->At || !Jm) {
+            free(Jm);
+            return E_(DF_ENOMEM, "out of memory");
+        }
+        for (int64_t i = 0; i < K; i++) {
+            double x = r->rest[3 * i] - c[0], y = r->rest[3 * i + 1] - c[1],
+                   z = r->rest[3 * i + 2] - c[2];
+            double rows[3][6] = {{0, z, -y, 1, 0, 0}, {-z, 0, x, 0, 1, 0}, {y, -x, 0, 0, 0, 1}};
+            memcpy(Jm + 18 * i, rows, sizeof rows);
+        }
+        for (int64_t k = 0; k < n3; k++)
+            for (int a = 0; a < 6; a++)
+                for (int b2 = 0; b2 < 6; b2++) JJ[a * 6 + b2] += Jm[6 * k + a] * Jm[6 * k + b2];
+        if (df__rt_cholesky(JJ, 6, 0.0, LJ)) {
+            free(Jm);
+            return E_(DF_EFORMAT, "tensor 'retarget/marker_rest': the markers do not determine "
+                                  "a rigid motion");
+        }
+        for (int64_t j = 0; j < m; j++) {
+            const float *a = r->A + j * n3;
+            float *at = r->At + j * n3;
+            double coef[6] = {0};
+            for (int64_t k = 0; k < n3; k++)
+                for (int q = 0; q < 6; q++) coef[q] += Jm[6 * k + q] * a[k];
+            df__rt_chol_solve(LJ, 6, coef);
+            for (int64_t k = 0; k < n3; k++) {
+                double v = a[k];
+                for (int q = 0; q < 6; q++) v -= Jm[6 * k + q] * coef[q];
+                at[k] = (float)v;
+            }
+        }
+        free(Jm);
+    }
+    /* Gram matrix G = At'At + lambda I, checked positive definite */
+    r->G = malloc((size_t)(m * m) * sizeof(double));
+    r->L = malloc((size_t)(m * m) * sizeof(double));
+    r->tol = malloc((size_t)m * sizeof(double));
+    if (!r->G || !r->L || !r->tol) return E_(DF_ENOMEM, "out of memory");
+    double maxd = 0;
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j <= i; j++) {
+            const float *ai = r->At + i * n3, *aj = r->At + j * n3;
+            double s = 0;
+            for (int64_t k = 0; k < n3; k++) s += (double)ai[k] * aj[k];
+            if (i == j) {
+                s += r->lambda;
+                if (s > maxd) maxd = s;
+            }
+            r->G[i * m + j] = r->G[j * m + i] = s;
+        }
+    if (!(maxd > 0))
+        return E_(DF_EFORMAT, "tensor 'retarget/marker_deltas': no source control moves "
+                              "any marker");
+    int64_t bad = df__rt_cholesky(r->G, m, 1e-10 * maxd, r->L);
+    if (bad)
+        return E_(DF_ENUMERIC,
+                  "tensor 'retarget/marker_deltas': the markers' Gram matrix is not positive "
+                  "definite at source control %lld ('%s'): it does not move the markers, or "
+                  "only as a combination of the controls before it%s; raise metadata "
+                  "'marker_lambda' (now %g)",
+                  (long long)(bad - 1), src_names[bad - 1],
+                  r->rigid_fix ? " and rigid motions" : "", r->lambda);
+    /* KKT tolerance: freeing variable i would lower the residual norm by
+     * g_i / sqrt(G_ii); below 1e-5 of the markers' extent it is rounding */
+    for (int64_t i = 0; i < m; i++) r->tol[i] = 1e-5 * diag * sqrt(r->G[i * m + i]);
+    return DF_OK;
+}
+
+static int rt_load(df_model_t *m, const df_st_t *st, const char *params,
+                   const df_limits_t *lim, df_error_t *err)
+{
+    df_limits_t dl;
+    if (!lim) {
+        df_limits_default(&dl);
+        lim = &dl;
+    }
+    df__rt_t *r = calloc(1, sizeof *r);
+    if (!r) return E_(DF_ENOMEM, "out of memory");
+    m->impl = r;
+    r->in_w = r->in_mk = r->out_pos = r->out_nrm = r->out_tw = r->out_sw = -1;
+    int rc;
+    const char *fv = df_st_meta(st, "format_version");
+    if (fv && strcmp(fv, "1") != 0)
+        return E_(DF_EUNSUPPORTED, "metadata 'format_version' is '%s' (this build reads 1)", fv);
+    if ((rc = read_options(r, st, params, err))) return rc;
+
+    /* ---- the target: a rigged model of the file's own tensors */
+    df_model_t *t = calloc(1, sizeof *t);
+    if (!t) return E_(DF_ENOMEM, "out of memory");
+    t->kind = &df_kind_rigged;
+    atomic_init(&t->refs, 1);
+    r->target = t;
+    if ((rc = df_kind_rigged.load(t, st, NULL, lim, err))) {
+        char tmp[512];
+        snprintf(tmp, sizeof tmp, "%s", err ? err->msg : "");
+        return E_(rc, "target: %s", tmp);
+    }
+    r->tgt_in_w = df_model_find_input(t, "weights");
+    if (r->tgt_in_w < 0)
+        return E_(DF_EFORMAT, "target: no morph targets (tensor 'morph_deltas' missing)");
+    r->Mt = t->inputs[r->tgt_in_w].shape[0];
+    r->tgt_out_pos = df_model_find_output(t, "positions");
+    r->tgt_out_nrm = df_model_find_output(t, "normals");
+    DF_ASSERT(r->tgt_out_pos >= 0 && r->tgt_out_nrm >= 0);
+    r->N = t->n_vertices;
+
+    /* ---- source controls */
+    const char *js = df_st_meta(st, "source_names");
+    if (!js) return E_(DF_EFORMAT, "metadata 'source_names' missing (the source controls)");
+    char **sn = NULL;
+    size_t ns = 0;
+    if ((rc = df__json_string_array(js, (size_t)-1, &sn, &ns, err))) {
+        char tmp[512];
+        snprintf(tmp, sizeof tmp, "%s", err ? err->msg : "");
+        return E_(rc, "metadata 'source_names': %s", tmp);
+    }
+    rc = DF_OK;
+    if (ns < 1 || (int64_t)ns > lim->max_morphs)
+        rc = E_(ns < 1 ? DF_EFORMAT : DF_ELIMIT,
+                "metadata 'source_names': %zu controls (must be 1..%lld)", ns,
+                (long long)lim->max_morphs);
+    for (size_t i = 0; !rc && i < ns; i++) {
+        if (!sn[i][0] || strlen(sn[i]) >= DF_NAME_MAX)
+            rc = E_(DF_EFORMAT, "metadata 'source_names': name %zu is empty or longer "
+                                "than %d bytes", i, DF_NAME_MAX - 1);
+        for (size_t j = 0; !rc && j < i; j++)
+            if (!strcmp(sn[i], sn[j]))
+                rc = E_(DF_EFORMAT, "metadata 'source_names': '%s' appears twice (%zu "
+                                    "and %zu)", sn[i], j, i);
+    }
+    r->Ms = (int64_t)ns;
+    if (!rc) rc = df__model_set_names(m, "controls", ns, (const char *const *)sn);
+    if (!rc) rc = load_markers(r, st, (const char *const *)sn, err);
+    for (size_t i = 0; i < ns; i++) free(sn[i]);
+    free(sn);
+    if (rc) return rc;
+
+    /* ---- the mapping */
+    const df_tensor_t *te;
+    int64_t se[2] = {r->Mt, r->Ms};
+    if ((rc = df_st_require(st, "retarget/E", DF_DT_F32, 2, se, 0, &te, err))) {
+        char tmp[512];
+        snprintf(tmp, sizeof tmp, "%s", err ? err->msg : "");
+        return E_(rc, "%s (Mt = %lld target shapes, Ms = %lld source controls)", tmp,
+                  (long long)r->Mt, (long long)r->Ms);
+    }
+    if (!(r->E = dup_tensor(te))) return E_(DF_ENOMEM, "out of memory");
+
+    /* ---- the model as the world sees it */
+    const char *const *tn = NULL;
+    size_t ntn = df_model_names(t, "morphs", &tn);
+    if ((rc = df__model_set_names(m, "morphs", ntn, tn)) ||
+        (rc = df__model_set_mesh(m, t->n_vertices, t->rest_positions, t->n_triangles,
+                                 t->triangles)))
+        return E_(rc, "cannot store the target's names and mesh");
+    int64_t shp[2] = {r->Ms, 3};
+    r->in_w = m->n_inputs;
+    if ((rc = df__model_add_input(m, "source_weights", 1, shp, 1, NULL)))
+        return E_(rc, "cannot add input 'source_weights'");
+    if (r->K > 0) {
+        shp[0] = r->K;
+        r->in_mk = m->n_inputs;
+        if ((rc = df__model_add_input(m, "markers", 2, shp, 1, r->rest)))
+            return E_(rc, "cannot add input 'markers'");
+    }
+    shp[0] = r->N;
+    shp[1] = 3;
+    r->out_pos = m->n_outputs;
+    if ((rc = df__model_add_output(m, "positions", 2, shp))) return E_(rc, "output");
+    r->out_nrm = m->n_outputs;
+    if ((rc = df__model_add_output(m, "normals", 2, shp))) return E_(rc, "output");
+    shp[0] = r->Mt;
+    r->out_tw = m->n_outputs;
+    if ((rc = df__model_add_output(m, "target_weights", 1, shp))) return E_(rc, "output");
+    shp[0] = r->Ms;
+    r->out_sw = m->n_outputs;
+    if ((rc = df__model_add_output(m, "solved_weights", 1, shp))) return E_(rc, "output");
+    return DF_OK;
+}
+
+/* ------------------------------------------------------------ evaluation */
+
+static size_t al16(size_t n) { return (n + 15) & ~(size_t)15; }
+
+/* Scratch: [rigged scratch][floats: Ws, Wt, Y, RHS, Wm][doubles: per-pose
+ * bounded solve][pointers] */
+static size_t rt_scratch_bytes(const df_model_t *m, int n)
+{
+    const df__rt_t *r = m->impl;
+    size_t B = (size_t)n, K3 = (size_t)(3 * r->K), Ms = (size_t)r->Ms;
+    size_t fl = al16(Ms * B) + al16((size_t)r->Mt * B) + al16(K3 * B) * 2 + al16(Ms * B) * 2;
+    size_t db = r->K ? df__rt_bvls_work(r->Ms) + 2 * Ms + 16 : 0;
+    size_t ptr = 3 * B + 8;
+    return (al16(df_kind_rigged.scratch_bytes(r->target, n)) + 64) + fl * sizeof(float) +
+           db * sizeof(double) + ptr * sizeof(void *) + B * sizeof(int32_t) + 256;
+}
+
+static const float *pose_in(const df_batch_t *b, int idx, int p)
+{
+    if (idx < 0 || !b->in[idx]) return NULL;
+    return b->in[idx][p];
+}
+
+static int check_finite(const float *x, int64_t n, int p, const char *name, df_error_t *err)
+{
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite(x[i]))
+            return E_(DF_EINVAL, "pose %d: input '%s' element %lld is not finite", p, name,
+                      (long long)i);
+    return DF_OK;
+}
+
+/* C (rows x cols, col-major, ldc = rows) = op(A) X: A column-major with
+ * leading dimension lda; trans: A' (sgemv when cols == 1). */
+static void gemm(int trans, int rows, int cols, int inner, const float *A, int lda,
+                 const float *X, float *C)
+{
+    if (cols == 1)
+        cblas_sgemv(CblasColMajor, trans ? CblasTrans : CblasNoTrans, trans ? inner : rows,
+                    trans ? rows : inner, 1.0f, A, lda, X, 1, 0.0f, C, 1);
+    else
+        cblas_sgemm(CblasColMajor, trans ? CblasTrans : CblasNoTrans, CblasNoTrans, rows,
+                    cols, inner, 1.0f, A, lda, X, inner, 0.0f, C, rows);
+}
+
+static int rt_evaluate(const df_model_t *m, const df_batch_t *b, void *scratch,
+                       df_error_t *err)
+{
+    const df__rt_t *r = m->impl;
+    const int B = b->n;
+    const int64_t Ms = r->Ms, Mt = r->Mt, K = r->K, K3 = 3 * K;
+    int rc;
+
+    /* carve scratch */
+    size_t rig_bytes = al16(df_kind_rigged.scratch_bytes(r->target, B)) + 64;
+    char *base = (char *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
+    void *rig_scratch = base;
+    float *s = (float *)(base + rig_bytes);
+    float *Ws = s;
+    s += al16((size_t)Ms * B);
+    float *Wt = s;
+    s += al16((size_t)Mt * B);
+    float *Y = s;
+    s += al16((size_t)K3 * B);
+    float *Yref = s;
+    s += al16((size_t)K3 * B);
+    float *RHS = s;
+    s += al16((size_t)Ms * B);
+    float *Wm = s;
+    s += al16((size_t)Ms * B);
+    double *d = (double *)s;
+    double *bw = d, *ww = bw + Ms, *work = ww + Ms;
+    if (K) d = work + df__rt_bvls_work(Ms) + 16;
+    const float **pin = (const float **)d;
+    float **ppos = (float **)(pin + B), **pnrm = ppos + B;
+    int32_t *mk = (int32_t *)(pnrm + B); /* pose index of each marker pose */
+
+    /* 1. validate every pose before anything is written */
+    int nm = 0;
+    for (int p = 0; p < B; p++) {
+        const float *w = pose_in(b, r->in_w, p), *x = pose_in(b, r->in_mk, p);
+        if (w && x)
+            return E_(DF_EINVAL, "pose %d: give either 'source_weights' or 'markers', not "
+                                 "both", p);
+        if (w && (rc = check_finite(w, Ms, p, "source_weights", err))) return rc;
+        if (x) {
+            if ((rc = check_finite(x, K3, p, "markers", err))) return rc;
+            if (df__rt_degenerate(x, r->rigid_w, K))
+                return E_(DF_EINVAL, "pose %d: input 'markers': the markers are collinear "
+                                     "or coincide: the head's rigid alignment is undefined",
+                          p);
+            mk[nm++] = p;
+        }
+        float *col = Ws + (size_t)p * Ms;
+        if (w)
+            memcpy(col, w, (size_t)Ms * sizeof(float));
+        else
+            memset(col, 0, (size_t)Ms * sizeof(float));
+    }
+
+    /* 2. marker poses: align, one GEMM for the right-hand sides, bounded
+     * solve per pose; repeat with the markers of the current estimate */
+    for (int it = 0; nm > 0 && it < r->iters; it++) {
+        for (int q = 0; q < nm; q++) {
+            const float *x = pose_in(b, r->in_mk, mk[q]);
+            const float *ref = it == 0 ? r->rest : Yref + (size_t)q * K3;
+            double R[9], t[3];
+            if (df__rt_rigid_align(x, ref, r->rigid_w, K, R, t))
+                return E_(DF_EINVAL, "pose %d: input 'markers': rigid alignment failed "
+                                     "(degenerate marker set)", mk[q]);
+            float *y = Y + (size_t)q * K3;
+            for (int64_t i = 0; i < K; i++) {
+                const float *xi = x + 3 * i;
+                for (int a = 0; a < 3; a++)
+                    y[3 * i + a] = (float)(R[3 * a] * xi[0] + R[3 * a + 1] * xi[1] +
+                                           R[3 * a + 2] * xi[2] + t[a] - r->rest[3 * i + a]);
+            }
+        }
+        gemm(1, (int)Ms, nm, (int)K3, r->At, (int)K3, Y, RHS);
+        for (int q = 0; q < nm; q++) {
+            for (int64_t i = 0; i < Ms; i++) bw[i] = RHS[(size_t)q * Ms + i];
+            df__rt_bvls(r->G, r->L, bw, Ms, r->bounds, r->tol, ww, work);
+            for (int64_t i = 0; i < Ms; i++) Wm[(size_t)q * Ms + i] = (float)ww[i];
+        }
+        if (it + 1 < r->iters) {
+            gemm(0, (int)K3, nm, (int)Ms, r->A, (int)K3, Wm, Yref);
+            for (int q = 0; q < nm; q++)
+                for (int64_t i = 0; i < K3; i++) Yref[(size_t)q * K3 + i] += r->rest[i];
+        }
+    }
+    for (int q = 0; q < nm; q++)
+        memcpy(Ws + (size_t)mk[q] * Ms, Wm + (size_t)q * Ms, (size_t)Ms * sizeof(float));
+
+    /* 3. target weights: one GEMM for the batch. E is [Mt,Ms] row-major,
+     * i.e. column-major Ms x Mt: W_t = E' (col-major) W_s */
+    gemm(1, (int)Mt, B, (int)Ms, r->E, (int)Ms, Ws, Wt);
+    if (r->clamp)
+        for (size_t i = 0; i < (size_t)Mt * B; i++)
+            Wt[i] = Wt[i] < 0.0f ? 0.0f : Wt[i] > 1.0f ? 1.0f : Wt[i];
+    for (int p = 0; p < B; p++) {
+        if (b->out[r->out_tw])
+            memcpy(b->out[r->out_tw][p], Wt + (size_t)p * Mt, (size_t)Mt * sizeof(float));
+        if (b->out[r->out_sw])
+            memcpy(b->out[r->out_sw][p], Ws + (size_t)p * Ms, (size_t)Ms * sizeof(float));
+    }
+
+    /* 4. the target's vertices through the rigged kind's kernel */
+    if (!b->out[r->out_pos] && !b->out[r->out_nrm]) return DF_OK;
+    df_batch_t tb;
+    memset(&tb, 0, sizeof tb);
+    tb.n = B;
+    for (int p = 0; p < B; p++) {
+        pin[p] = Wt + (size_t)p * Mt;
+        if (b->out[r->out_pos]) ppos[p] = b->out[r->out_pos][p];
+        if (b->out[r->out_nrm]) pnrm[p] = b->out[r->out_nrm][p];
+    }
+    tb.in[r->tgt_in_w] = pin;
+    tb.out[r->tgt_out_pos] = b->out[r->out_pos] ? ppos : NULL;
+    tb.out[r->tgt_out_nrm] = b->out[r->out_nrm] ? pnrm : NULL;
+    rc = df_kind_rigged.evaluate(r->target, &tb, rig_scratch, err);
+    if (rc) {
+        char tmp[512];
+        snprintf(tmp, sizeof tmp, "%s", err ? err->msg : "");
+        return E_(rc, "target: %s", tmp);
+    }
+    return DF_OK;
+}
+
+const df_kind_t df_kind_retarget = {
+    .name = "retarget",
+    .load = rt_load,
+    .destroy = rt_destroy,
+    .scratch_bytes = rt_scratch_bytes,
+    .evaluate = rt_evaluate,
+    .clip_sample = NULL,
+};

@@ -1,0 +1,85 @@
+/* retarget.h — the `retarget` kind's internals (core-internal), shared by
+ * kind_retarget.c (load, evaluation), rt_solve.c (bounded least squares,
+ * rigid alignment) and the offline tool (tools/deform/cmd_retarget.c).
+ *
+ * Everything in df__rt_t is immutable after load and owned by it.
+ */
+#ifndef DF_RETARGET_H
+#define DF_RETARGET_H
+
+#include "base/model_internal.h"
+
+/* Bounds of the source weights a marker solve may take. */
+typedef enum df__rt_bounds {
+    DF_RT_UNIT = 0,   /* 0 <= w <= 1 (default) */
+    DF_RT_NONNEG = 1, /* 0 <= w (NNLS) */
+    DF_RT_NONE = 2,   /* plain least squares */
+} df__rt_bounds_t;
+
+typedef struct df__rt {
+    df_model_t *target;  /* owned: the `rigged` model of the target's
+                          * tensors; its kernel evaluates every pose */
+    int64_t Ms, Mt, N;   /* source controls, target shapes, target vertices */
+    int64_t K;           /* markers (0: no markers input) */
+    float *E;            /* [Mt,Ms] row-major = column-major Ms x Mt:
+                          * target weights = E source weights */
+    float *A;            /* [Ms,K,3] = column-major 3K x Ms: marker deltas */
+    float *rest;         /* [K,3] marker rest positions */
+    float *rigid_w;      /* [K] alignment weights, sum 1 */
+    double *G;           /* [Ms,Ms] A'A + lambda I, row-major */
+    double *L;           /* [Ms,Ms] its Cholesky factor (lower), for
+                          * DF_RT_NONE */
+    float *At;           /* [Ms,K,3]: A with the infinitesimal rigid motions
+                          * at the rest markers projected out (the right-hand
+                          * sides use it), or A itself */
+    double lambda;
+    double *tol;         /* [Ms] KKT tolerances of the bounded solve:
+                          * 1e-5 x marker extent x sqrt(G_ii) */
+    int rigid_fix;       /* 1: solve for a small rigid correction too */
+    df__rt_bounds_t bounds;
+    int clamp;           /* 1: target weights clamped to [0,1] */
+    int iters;           /* alignment / solve rounds (1..10) */
+    /* input / output indices (-1: absent) */
+    int in_w, in_mk;
+    int out_pos, out_nrm, out_tw, out_sw;
+    int tgt_in_w;        /* the target's `weights` input */
+    int tgt_out_pos, tgt_out_nrm; /* the target's outputs */
+} df__rt_t;
+
+/* Bounded least squares on a prepared Gram matrix:
+ *     min 1/2 w'Gw - b'w   subject to lo <= w_i <= hi
+ * with (lo, hi) = (0, 1) for DF_RT_UNIT, (0, inf) for DF_RT_NONNEG, and no
+ * bounds for DF_RT_NONE (then L, the Cholesky factor of G, is used).
+ * Active set (bounded-variable least squares, Stark & Parker 1995, on the
+ * normal equations): variables start at the lower bound; each outer
+ * iteration frees the bound variable that violates its KKT condition most,
+ * then solves the free subproblem by Cholesky, stepping back to the first
+ * bound crossed until the free solution is feasible. Stops when every
+ * bound variable's KKT condition holds within its tolerance (g_i <= tol_i at
+ * 0, g_i >= -tol_i at 1, g = b - Gw; free variables have g_i = 0 from their
+ * solve) or after 3m + 10 outer iterations.
+ * G: [m,m] row-major SPD; tol: [m]; w: OUT [m]; work: df__rt_bvls_work(m)
+ * doubles. Returns the number of outer iterations. */
+size_t df__rt_bvls_work(int64_t m);
+int df__rt_bvls(const double *G, const double *L, const double *b, int64_t m,
+                df__rt_bounds_t bounds, const double *tol, double *w, double *work);
+
+/* Cholesky G = L L' (lower, row-major, m x m) in double. Returns 0, or the
+ * 1-based index of the first pivot <= min_pivot (not positive definite). */
+int64_t df__rt_cholesky(const double *G, int64_t m, double min_pivot,
+                        double *L);
+/* Solve L L' x = b in place (x = b on entry). */
+void df__rt_chol_solve(const double *L, int64_t m, double *x);
+
+/* Weighted rigid alignment (Horn's quaternion method): R, t minimising
+ * sum_i w_i |R x_i + t - y_i|^2, R a proper rotation. x, y: [K,3].
+ * R: OUT row-major 3x3, t: OUT [3]. Returns 0, or -1 when the weighted
+ * points x (or y) are collinear or coincident: the second largest
+ * eigenvalue of their scatter below 1e-10 of the largest. */
+int df__rt_rigid_align(const float *x, const float *y, const float *w,
+                       int64_t K, double R[9], double t[3]);
+
+/* 1 when K points are collinear or coincident (as above), else 0. */
+int df__rt_degenerate(const float *x, const float *w, int64_t K);
+
+#endif

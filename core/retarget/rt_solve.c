@@ -1,0 +1,291 @@
+/* rt_solve.c — the small dense solvers of the `retarget` kind: bounded
+ * least squares on a Gram matrix prepared at load, Cholesky, and weighted
+ * rigid alignment of marker sets.
+ *
+ * DESIGN
+ * Everything is per pose, in double, on caller-provided work memory (the
+ * kind's scratch): nothing allocates. The bounded solve is an active-set
+ * method on the normal equations (see retarget.h for the algorithm and its
+ * stopping rule); face performances are sparse (a few shapes active), so
+ * the free set stays small and each step is a Cholesky of a few rows; the
+ * gradient b - Gw costs m x nnz(w). Rigid alignment is Horn's closed form:
+ * the rotation is the dominant eigenvector of a 4x4 symmetric matrix built
+ * from the cross-covariance, always a proper rotation (no reflection
+ * fix-up needed), eigenvectors by cyclic Jacobi.
+ */
+#include "retarget/retarget.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+int64_t df__rt_cholesky(const double *G, int64_t m, double min_pivot,
+                        double *L)
+{
+    for (int64_t i = 0; i < m; i++) {
+        for (int64_t j = 0; j <= i; j++) {
+            double s = G[i * m + j];
+            for (int64_t k = 0; k < j; k++) s -= L[i * m + k] * L[j * m + k];
+            if (i == j) {
+                if (!(s > min_pivot)) return i + 1;
+                L[i * m + i] = sqrt(s);
+            } else {
+                L[i * m + j] = s / L[j * m + j];
+            }
+        }
+        for (int64_t j = i + 1; j < m; j++) L[i * m + j] = 0.0;
+    }
+    return 0;
+}
+
+void df__rt_chol_solve(const double *L, int64_t m, double *x)
+{
+    for (int64_t i = 0; i < m; i++) {
+        double s = x[i];
+        for (int64_t k = 0; k < i; k++) s -= L[i * m + k] * x[k];
+        x[i] = s / L[i * m + i];
+    }
+    for (int64_t i = m - 1; i >= 0; i--) {
+        double s = x[i];
+        for (int64_t k = i + 1; k < m; k++) s -= L[k * m + i] * x[k];
+        x[i] = s / L[i * m + i];
+    }
+}
+
+/* ------------------------------------------------------------ bounded LS */
+
+enum { AT_LO = 0, AT_HI = 1, FREE = 2 };
+
+size_t df__rt_bvls_work(int64_t m)
+{
+    /* g, z, r: 3m; Gff, Lff: 2m^2; state, tried, free index: 3m bytes/ints */
+    return (size_t)(3 * m + 2 * m * m) + (size_t)(m * 2 + 7) / 8 + (size_t)(m + 1) / 2 + 4;
+}
+
+int df__rt_bvls(const double *G, const double *L, const double *b, int64_t m,
+                df__rt_bounds_t bounds, const double *tol, double *w, double *work)
+{
+    if (bounds == DF_RT_NONE) {
+        memcpy(w, b, (size_t)m * sizeof(double));
+        df__rt_chol_solve(L, m, w);
+        return 1;
+    }
+    const double hi = bounds == DF_RT_UNIT ? 1.0 : INFINITY;
+    double *g = work, *z = g + m, *r = z + m, *Gff = r + m, *Lff = Gff + m * m;
+    uint8_t *state = (uint8_t *)(Lff + m * m), *tried = state + m;
+    int32_t *F = (int32_t *)(((uintptr_t)(tried + m) + 3) & ~(uintptr_t)3);
+    for (int64_t i = 0; i < m; i++) {
+        w[i] = 0.0;
+        state[i] = AT_LO;
+        tried[i] = 0;
+    }
+    const int64_t max_outer = 3 * m + 10;
+    int64_t outer;
+    for (outer = 0; outer < max_outer; outer++) {
+        /* g = b - G w over the non-zero w */
+        memcpy(g, b, (size_t)m * sizeof(double));
+        for (int64_t j = 0; j < m; j++) {
+            if (w[j] == 0.0) continue;
+            const double wj = w[j];
+            for (int64_t i = 0; i < m; i++) g[i] -= G[i * m + j] * wj;
+        }
+        /* the most violated KKT condition, relative to its tolerance */
+        int64_t best = -1;
+        double bv = 1.0;
+        for (int64_t i = 0; i < m; i++) {
+            if (state[i] == FREE || tried[i]) continue;
+            double v = (state[i] == AT_LO ? g[i] : -g[i]) / tol[i];
+            if (v > bv) {
+                bv = v;
+                best = i;
+            }
+        }
+        if (best < 0) break; /* KKT conditions hold */
+        const uint8_t was = state[best];
+        state[best] = FREE;
+        int progress = 0;
+        for (int inner = 0; inner <= m; inner++) {
+            int64_t nf = 0;
+            for (int64_t i = 0; i < m; i++)
+                if (state[i] == FREE) F[nf++] = (int32_t)i;
+            if (nf == 0) break;
+            for (int64_t a = 0; a < nf; a++) {
+                const double *Gi = G + (int64_t)F[a] * m;
+                double s = b[F[a]];
+                if (hi < INFINITY)
+                    for (int64_t j = 0; j < m; j++)
+                        if (state[j] == AT_HI) s -= Gi[j] * hi;
+                r[a] = s;
+                for (int64_t c = 0; c < nf; c++) Gff[a * nf + c] = Gi[F[c]];
+            }
+            if (df__rt_cholesky(Gff, nf, 0.0, Lff)) {
+                /* cannot happen for SPD G; numerically: give up on the
+                 * newly freed variable */
+                state[best] = was;
+                tried[best] = 1;
+                break;
+            }
+            memcpy(z, r, (size_t)nf * sizeof(double));
+            df__rt_chol_solve(Lff, nf, z);
+            /* the first bound crossed on the way from w to z */
+            double alpha = 1.0;
+            int64_t amin = -1;
+            for (int64_t a = 0; a < nf; a++) {
+                double wk = w[F[a]], zk = z[a], s;
+                if (zk < 0.0) {
+                    s = wk / (wk - zk);
+                    if (s < alpha) alpha = s, amin = a;
+                } else if (zk > hi) {
+                    s = (hi - wk) / (zk - wk);
+                    if (s < alpha) alpha = s, amin = a;
+                }
+            }
+            if (alpha >= 1.0) {
+                for (int64_t a = 0; a < nf; a++) w[F[a]] = z[a];
+                progress = 1;
+                break;
+            }
+            if (inner == 0 && alpha <= 0.0) {
+                /* the variable just freed would leave at once (a numerical
+                 * tie): put it back and do not pick it again until w moves */
+                int64_t k;
+                for (k = 0; k < nf && F[k] != best; k++) {}
+                if (k < nf && (z[k] <= 0.0 || z[k] >= hi)) {
+                    state[best] = was;
+                    tried[best] = 1;
+                    break;
+                }
+            }
+            if (alpha < 0.0) alpha = 0.0;
+            for (int64_t a = 0; a < nf; a++) {
+                int64_t k = F[a];
+                double wn = w[k] + alpha * (z[a] - w[k]);
+                /* variables that reached a bound leave the free set */
+                /* (the variable that set alpha leaves in any case, so the
+                 * loop ends even when rounding lands it a hair inside) */
+                if (z[a] < 0.0 && (a == amin || wn <= 1e-14 * (1.0 + fabs(w[k])))) {
+                    w[k] = 0.0;
+                    state[k] = AT_LO;
+                } else if (z[a] > hi && (a == amin || wn >= hi - 1e-14)) {
+                    w[k] = hi;
+                    state[k] = AT_HI;
+                } else {
+                    w[k] = wn;
+                }
+            }
+            progress = 1;
+        }
+        if (progress) memset(tried, 0, (size_t)m);
+    }
+    return (int)outer;
+}
+
+/* -------------------------------------------------------- rigid alignment */
+
+/* Eigen-decomposition of a symmetric n x n matrix (n <= 4) by cyclic
+ * Jacobi: a is destroyed (its diagonal ends as the eigenvalues), V gets the
+ * eigenvectors as columns (row-major n x n). */
+static void jacobi(double *a, int n, double *V)
+{
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < n; j++) V[i * n + j] = i == j;
+    for (int sweep = 0; sweep < 60; sweep++) {
+        double off = 0, diag = 0;
+        for (int i = 0; i < n; i++) {
+            diag += a[i * n + i] * a[i * n + i];
+            for (int j = i + 1; j < n; j++) off += a[i * n + j] * a[i * n + j];
+        }
+        if (off <= 1e-30 * diag || off == 0.0) break;
+        for (int p = 0; p < n; p++)
+            for (int q = p + 1; q < n; q++) {
+                double apq = a[p * n + q];
+                if (apq == 0.0) continue;
+                double theta = (a[q * n + q] - a[p * n + p]) / (2 * apq);
+                double t = (theta >= 0 ? 1.0 : -1.0) /
+                           (fabs(theta) + sqrt(theta * theta + 1));
+                double c = 1 / sqrt(t * t + 1), s = t * c;
+                for (int k = 0; k < n; k++) { /* columns p, q */
+                    double akp = a[k * n + p], akq = a[k * n + q];
+                    a[k * n + p] = c * akp - s * akq;
+                    a[k * n + q] = s * akp + c * akq;
+                }
+                for (int k = 0; k < n; k++) { /* rows p, q */
+                    double apk = a[p * n + k], aqk = a[q * n + k];
+                    a[p * n + k] = c * apk - s * aqk;
+                    a[q * n + k] = s * apk + c * aqk;
+                }
+                for (int k = 0; k < n; k++) {
+                    double vkp = V[k * n + p], vkq = V[k * n + q];
+                    V[k * n + p] = c * vkp - s * vkq;
+                    V[k * n + q] = s * vkp + c * vkq;
+                }
+            }
+    }
+}
+
+static void centroid(const float *x, const float *w, int64_t K, double c[3])
+{
+    c[0] = c[1] = c[2] = 0;
+    for (int64_t i = 0; i < K; i++)
+        for (int d = 0; d < 3; d++) c[d] += w[i] * (double)x[3 * i + d];
+}
+
+int df__rt_degenerate(const float *x, const float *w, int64_t K)
+{
+    double c[3], S[9] = {0}, V[9];
+    centroid(x, w, K, c);
+    for (int64_t i = 0; i < K; i++) {
+        double d[3] = {x[3 * i] - c[0], x[3 * i + 1] - c[1], x[3 * i + 2] - c[2]};
+        for (int a = 0; a < 3; a++)
+            for (int b = 0; b < 3; b++) S[a * 3 + b] += w[i] * d[a] * d[b];
+    }
+    jacobi(S, 3, V);
+    double e[3] = {S[0], S[4], S[8]}, t;
+    /* sort descending */
+    if (e[0] < e[1]) { t = e[0]; e[0] = e[1]; e[1] = t; }
+    if (e[1] < e[2]) { t = e[1]; e[1] = e[2]; e[2] = t; }
+    if (e[0] < e[1]) { t = e[0]; e[0] = e[1]; e[1] = t; }
+    return !(e[0] > 0.0) || !(e[1] > 1e-10 * e[0]);
+}
+
+int df__rt_rigid_align(const float *x, const float *y, const float *w,
+                       int64_t K, double R[9], double t[3])
+{
+    if (df__rt_degenerate(x, w, K) || df__rt_degenerate(y, w, K)) return -1;
+    double cx[3], cy[3], S[9] = {0};
+    centroid(x, w, K, cx);
+    centroid(y, w, K, cy);
+    for (int64_t i = 0; i < K; i++) {
+        double a[3] = {x[3 * i] - cx[0], x[3 * i + 1] - cx[1], x[3 * i + 2] - cx[2]};
+        double b[3] = {y[3 * i] - cy[0], y[3 * i + 1] - cy[1], y[3 * i + 2] - cy[2]};
+        for (int p = 0; p < 3; p++)
+            for (int q = 0; q < 3; q++) S[p * 3 + q] += w[i] * a[p] * b[q];
+    }
+    /* Horn 1987: N's dominant eigenvector is the unit quaternion (w,x,y,z) */
+    double Sxx = S[0], Sxy = S[1], Sxz = S[2], Syx = S[3], Syy = S[4],
+           Syz = S[5], Szx = S[6], Szy = S[7], Szz = S[8];
+    double N[16] = {Sxx + Syy + Szz, Syz - Szy, Szx - Sxz, Sxy - Syx,
+                    Syz - Szy, Sxx - Syy - Szz, Sxy + Syx, Szx + Sxz,
+                    Szx - Sxz, Sxy + Syx, -Sxx + Syy - Szz, Syz + Szy,
+                    Sxy - Syx, Szx + Sxz, Syz + Szy, -Sxx - Syy + Szz};
+    double V[16];
+    jacobi(N, 4, V);
+    int k = 0;
+    for (int i = 1; i < 4; i++)
+        if (N[i * 4 + i] > N[k * 4 + k]) k = i;
+    double qw = V[k], qx = V[4 + k], qy = V[8 + k], qz = V[12 + k];
+    double n = sqrt(qw * qw + qx * qx + qy * qy + qz * qz);
+    qw /= n, qx /= n, qy /= n, qz /= n;
+    R[0] = 1 - 2 * (qy * qy + qz * qz);
+    R[1] = 2 * (qx * qy - qw * qz);
+    R[2] = 2 * (qx * qz + qw * qy);
+    R[3] = 2 * (qx * qy + qw * qz);
+    R[4] = 1 - 2 * (qx * qx + qz * qz);
+    R[5] = 2 * (qy * qz - qw * qx);
+    R[6] = 2 * (qx * qz - qw * qy);
+    R[7] = 2 * (qy * qz + qw * qx);
+    R[8] = 1 - 2 * (qx * qx + qy * qy);
+    for (int a = 0; a < 3; a++)
+        t[a] = cy[a] - (R[3 * a] * cx[0] + R[3 * a + 1] * cx[1] + R[3 * a + 2] * cx[2]);
+    return 0;
+}

@@ -1,0 +1,645 @@
+/* cmd_retarget.c — `deform retarget`: build and apply `retarget` models
+ * (facial performance retargeting, docs/retarget.md).
+ *
+ *   deform retarget build --source SRC --target TGT --repository R --name NAME
+ *       [--map names|clone|clone-nn] [--poses SRC_POSES.npy TGT_POSES.npy]
+ *       [--lambda L] [--markers INDICES.txt] [--marker-lambda L]
+ *       [--bounds unit|nonneg|none] [--clamp unit|none] [--align-iterations N]
+ *   deform retarget apply MODEL (--weights W.npy | --markers X.npy)
+ *       [--batch B] [--params JSON] [--positions P.npy] [--target-weights T.npy]
+ *       [--solved S.npy]
+ *
+ * DESIGN
+ * SRC and TGT are `rigged` models (a .safetensors file, REPO/NAME or a
+ * version directory) with morph targets. The retarget file is the target's
+ * own tensors (clips dropped) plus the mapping: retarget/E, the cloning
+ * matrix [Mt,Ms] (target weights = E source weights), and with --markers
+ * the source's marker rest positions and marker deltas (the source rig at
+ * the given vertex indices). The maps:
+ *   names     parallel blendshapes: E_ij = 1 when target shape i and source
+ *             control j have the same name; the names that match nothing are
+ *             listed (the baseline of Lewis & Pighin's survey);
+ *   clone     the global cloning matrix from p >= m corresponding poses:
+ *             E = argmin |E V - W|^2 + lambda |E|^2 (V: source weights of
+ *             the poses, W: target weights), each row a Cholesky solve of
+ *             (V V' + lambda I);
+ *   clone-nn  the same with E >= 0 (each row a bounded solve with the
+ *             kind's own active-set solver).
+ * lambda is relative: lambda * mean(diag(V V')) is added (default 1e-3);
+ * --marker-lambda likewise for the markers' Gram matrix (default 1e-3).
+ * `apply` evaluates a model frame by frame in batches (what a render-farm
+ * node does) and writes the outputs as .npy.
+ */
+#include "df.h"
+#include "import.h"
+#include "retarget/retarget.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#define DIE(...) do { fprintf(stderr, "deform retarget: " __VA_ARGS__); fputc('\n', stderr); goto out; } while (0)
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: deform retarget build --source SRC --target TGT --repository R --name NAME\n"
+            "           [--map names|clone|clone-nn] [--poses SRC_POSES.npy TGT_POSES.npy]\n"
+            "           [--lambda L] [--markers INDICES.txt] [--marker-lambda L]\n"
+            "           [--bounds unit|nonneg|none] [--clamp unit|none] [--align-iterations N]\n"
+            "       deform retarget apply MODEL (--weights W.npy | --markers X.npy) [--batch B]\n"
+            "           [--params JSON] [--positions P.npy] [--target-weights T.npy] [--solved S.npy]\n");
+}
+
+/* ---------------------------------------------------------------- rigs */
+
+typedef struct rig {
+    df_st_t *st;
+    char path[4096];
+    int64_t N, M;
+    const float *pos;    /* [N,3] borrowed from st */
+    const float *deltas; /* [M,N,3] */
+    char **names;
+    size_t n_names;
+} rig_t;
+
+static void rig_free(rig_t *r)
+{
+    for (size_t i = 0; i < r->n_names; i++) free(r->names[i]);
+    free(r->names);
+    df_st_close(&r->st);
+}
+
+static int rig_open(const char *arg, const char *role, rig_t *r, df_error_t *err)
+{
+    memset(r, 0, sizeof *r);
+    df_model_t *m = NULL;
+    int rc = df__tool_open_model(arg, &m, r->path, sizeof r->path, err);
+    if (rc) return rc;
+    int rigged = !strcmp(df_model_kind(m), "rigged");
+    df_model_unref(&m);
+    if (!rigged) return df_error_set(err, DF_EINVAL, "%s %s is not a rigged model", role, arg);
+    if ((rc = df_st_open(r->path, NULL, &r->st, err))) return rc;
+    const df_tensor_t *tp, *td;
+    int64_t s2[2] = {-1, 3}, s3[3] = {-1, -1, 3};
+    if ((rc = df_st_require(r->st, "positions", DF_DT_F32, 2, s2, 0, &tp, err)) ||
+        (rc = df_st_require(r->st, "morph_deltas", DF_DT_F32, 3, s3, 1, &td, err)))
+        return rc;
+    if (!td) return df_error_set(err, DF_EINVAL, "%s %s has no morph targets", role, arg);
+    r->N = tp->shape[0];
+    r->M = td->shape[0];
+    r->pos = tp->data;
+    r->deltas = td->data;
+    const char *js = df_st_meta(r->st, "morph_names");
+    if (!js) return df_error_set(err, DF_EINVAL, "%s %s has no morph_names", role, arg);
+    if ((rc = df__json_string_array(js, (size_t)r->M, &r->names, &r->n_names, err))) return rc;
+    return DF_OK;
+}
+
+static int read_indices(const char *path, int32_t **out, int64_t *n, df_error_t *err)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) return df_error_set(err, DF_EIO, "%s: %s", path, strerror(errno));
+    size_t cap = 64, k = 0;
+    int32_t *v = malloc(cap * sizeof *v);
+    long x;
+    int rc = DF_OK;
+    while (v && fscanf(f, "%ld", &x) == 1) {
+        if (x < 0 || x > INT32_MAX) {
+            rc = df_error_set(err, DF_EINVAL, "%s: index %ld out of range", path, x);
+            break;
+        }
+        if (k == cap) {
+            int32_t *nv = realloc(v, (cap *= 2) * sizeof *v);
+            if (!nv) break;
+            v = nv;
+        }
+        v[k++] = (int32_t)x;
+    }
+    if (!rc && !feof(f))
+        rc = df_error_set(err, DF_EINVAL, "%s: not a list of integers (entry %zu)", path, k);
+    fclose(f);
+    if (rc) {
+        free(v);
+        return rc;
+    }
+    *out = v;
+    *n = (int64_t)k;
+    return DF_OK;
+}
+
+/* -------------------------------------------------------------- the maps */
+
+static int map_names(const rig_t *s, const rig_t *t, float *E)
+{
+    int64_t matched = 0;
+    memset(E, 0, (size_t)(t->M * s->M) * sizeof(float));
+    for (int64_t i = 0; i < t->M; i++)
+        for (int64_t j = 0; j < s->M; j++)
+            if (!strcmp(t->names[i], s->names[j])) {
+                E[i * s->M + j] = 1.0f;
+                matched++;
+            }
+    printf("names: %lld of %lld target shapes matched by name\n", (long long)matched,
+           (long long)t->M);
+    int any = 0;
+    for (int64_t j = 0; j < s->M; j++) {
+        int hit = 0;
+        for (int64_t i = 0; i < t->M; i++) hit |= E[i * s->M + j] != 0;
+        if (!hit) printf("%s %s", any++ ? "" : "  source controls with no target shape:", s->names[j]);
+    }
+    if (any) printf("\n");
+    any = 0;
+    for (int64_t i = 0; i < t->M; i++) {
+        int hit = 0;
+        for (int64_t j = 0; j < s->M; j++) hit |= E[i * s->M + j] != 0;
+        if (!hit) printf("%s %s", any++ ? "" : "  target shapes with no source control:", t->names[i]);
+    }
+    if (any) printf("\n");
+    return (int)matched;
+}
+
+/* E [Mt,Ms] from poses V [p,Ms], W [p,Mt]: rows of E solve
+ * (V'V + lambda I) e = V' w  (nonneg: bounded solve with e >= 0). */
+static int map_clone(const float *V, const float *W, int64_t p, int64_t Ms, int64_t Mt,
+                     double lambda_rel, int nonneg, const char *const *src_names, float *E,
+                     df_error_t *err)
+{
+    double *G = calloc((size_t)(Ms * Ms), sizeof(double));
+    double *L = calloc((size_t)(Ms * Ms), sizeof(double));
+    double *b = malloc((size_t)Ms * sizeof(double)), *e = malloc((size_t)Ms * sizeof(double));
+    double *work = malloc(df__rt_bvls_work(Ms) * sizeof(double));
+    double *tolv = malloc((size_t)Ms * sizeof(double));
+    int rc = DF_OK;
+    if (!G || !L || !b || !e || !work || !tolv) {
+        rc = df_error_set(err, DF_ENOMEM, "out of memory");
+        goto done;
+    }
+    for (int64_t k = 0; k < p; k++)
+        for (int64_t i = 0; i < Ms; i++)
+            for (int64_t j = 0; j < Ms; j++) G[i * Ms + j] += (double)V[k * Ms + i] * V[k * Ms + j];
+    double md = 0;
+    for (int64_t i = 0; i < Ms; i++) md += G[i * Ms + i] / (double)Ms;
+    if (!(md > 0)) {
+        rc = df_error_set(err, DF_EINVAL, "the source poses are all zero");
+        goto done;
+    }
+    for (int64_t i = 0; i < Ms; i++) G[i * Ms + i] += lambda_rel * md;
+    int64_t bad = df__rt_cholesky(G, Ms, 1e-12 * md, L);
+    if (bad) {
+        rc = df_error_set(err, DF_ENUMERIC,
+                          "the corresponding poses do not span the source controls: control "
+                          "%lld ('%s') is never used or only as a combination of the others; "
+                          "add poses or raise --lambda",
+                          (long long)(bad - 1), src_names[bad - 1]);
+        goto done;
+    }
+    for (int64_t i = 0; i < Ms; i++) tolv[i] = 1e-12 * sqrt(G[i * Ms + i]) * sqrt(md);
+    double res = 0, tot = 0;
+    for (int64_t t = 0; t < Mt; t++) {
+        for (int64_t i = 0; i < Ms; i++) {
+            double s = 0;
+            for (int64_t k = 0; k < p; k++) s += (double)V[k * Ms + i] * W[k * Mt + t];
+            b[i] = s;
+        }
+        df__rt_bvls(G, L, b, Ms, nonneg ? DF_RT_NONNEG : DF_RT_NONE, tolv, e, work);
+        for (int64_t i = 0; i < Ms; i++) E[t * Ms + i] = (float)e[i];
+        for (int64_t k = 0; k < p; k++) {
+            double s = 0;
+            for (int64_t i = 0; i < Ms; i++) s += e[i] * V[k * Ms + i];
+            res += (s - W[k * Mt + t]) * (s - W[k * Mt + t]);
+            tot += (double)W[k * Mt + t] * W[k * Mt + t];
+        }
+    }
+    printf("%s: E [%lld x %lld] from %lld poses, lambda %g x %.4g; pose fit: rms %.4g "
+           "(relative %.3g)\n",
+           nonneg ? "clone-nn" : "clone", (long long)Mt, (long long)Ms, (long long)p,
+           lambda_rel, md, sqrt(res / (double)(p * Mt)), tot > 0 ? sqrt(res / tot) : 0.0);
+done:
+    free(G);
+    free(L);
+    free(b);
+    free(e);
+    free(work);
+    free(tolv);
+    return rc;
+}
+
+/* ----------------------------------------------------------------- build */
+
+static int write_model(const char *repo, const char *name, const rig_t *src, const rig_t *tgt,
+                       const float *E, const int32_t *mk, int64_t K, double mlambda,
+                       const float *rigid_w,
+                       const char *map, const char *bounds, const char *clamp, int iters,
+                       df_error_t *err)
+{
+    char dir[4200], path[4300];
+    snprintf(dir, sizeof dir, "%s/%s", repo, name);
+    int64_t ver = df__tool_latest_version(dir) + 1;
+    snprintf(path, sizeof path, "%s/%lld", dir, (long long)ver);
+    int rc = df__tool_mkdirs(path, err);
+    if (rc) return rc;
+    df_st_writer_t *w = df_st_writer_new();
+    float *rest = NULL, *A = NULL;
+    char *js = NULL;
+    if (!w) return df_error_set(err, DF_ENOMEM, "out of memory");
+    for (size_t i = 0; i < df_st_count(tgt->st) && !rc; i++) {
+        const df_tensor_t *t = df_st_at(tgt->st, i);
+        if (!strncmp(t->name, "clip/", 5) || !strncmp(t->name, "retarget/", 9)) continue;
+        rc = df_st_writer_add(w, t->name, t->dtype, t->ndim, t->shape, t->data);
+    }
+    static const char *const keep[] = {"morph_names", "joint_names", "skinning"};
+    for (size_t i = 0; i < 3 && !rc; i++) {
+        const char *v = df_st_meta(tgt->st, keep[i]);
+        if (v) rc = df_st_writer_meta(w, keep[i], v);
+    }
+    /* source names as a JSON array */
+    size_t cap = 16;
+    for (int64_t j = 0; j < src->M; j++) cap += strlen(src->names[j]) * 2 + 4;
+    js = malloc(cap);
+    if (!js) rc = DF_ENOMEM;
+    if (!rc) {
+        size_t o = 0;
+        js[o++] = '[';
+        for (int64_t j = 0; j < src->M; j++) {
+            o += (size_t)snprintf(js + o, cap - o, "%s\"", j ? "," : "");
+            for (const char *c = src->names[j]; *c; c++) {
+                if (*c == '"' || *c == '\\') js[o++] = '\\';
+                js[o++] = *c;
+            }
+            js[o++] = '"';
+        }
+        js[o++] = ']';
+        js[o] = 0;
+    }
+    char num[64];
+    int64_t se[2] = {tgt->M, src->M};
+    if (!rc) rc = df_st_writer_meta(w, "kind", "retarget");
+    if (!rc) rc = df_st_writer_meta(w, "format_version", "1");
+    if (!rc) rc = df_st_writer_meta(w, "source_names", js);
+    if (!rc) rc = df_st_writer_meta(w, "map", map);
+    if (!rc) rc = df_st_writer_meta(w, "bounds", bounds);
+    if (!rc) rc = df_st_writer_meta(w, "clamp_target", clamp);
+    snprintf(num, sizeof num, "%d", iters);
+    if (!rc) rc = df_st_writer_meta(w, "align_iterations", num);
+    if (!rc) rc = df_st_writer_add(w, "retarget/E", DF_DT_F32, 2, se, E);
+    if (!rc && K > 0) {
+        rest = malloc((size_t)K * 3 * sizeof(float));
+        A = malloc((size_t)(src->M * K * 3) * sizeof(float));
+        if (!rest || !A) rc = DF_ENOMEM;
+        for (int64_t i = 0; !rc && i < K; i++) {
+            memcpy(rest + 3 * i, src->pos + 3 * (int64_t)mk[i], 3 * sizeof(float));
+            for (int64_t j = 0; j < src->M; j++)
+                memcpy(A + (j * K + i) * 3, src->deltas + (j * src->N + mk[i]) * 3,
+                       3 * sizeof(float));
+        }
+        int64_t sr[2] = {K, 3}, sa[3] = {src->M, K, 3}, s1[1] = {K};
+        snprintf(num, sizeof num, "%.9g", mlambda);
+        if (!rc) rc = df_st_writer_meta(w, "marker_lambda", num);
+        if (!rc) rc = df_st_writer_add(w, "retarget/marker_rest", DF_DT_F32, 2, sr, rest);
+        if (!rc) rc = df_st_writer_add(w, "retarget/marker_deltas", DF_DT_F32, 3, sa, A);
+        if (!rc && rigid_w) rc = df_st_writer_add(w, "retarget/marker_weights", DF_DT_F32, 1, s1, rigid_w);
+    }
+    char file[4400];
+    snprintf(file, sizeof file, "%s/model.safetensors", path);
+    if (rc) rc = df_error_set(err, rc, "cannot assemble the model file");
+    if (!rc) rc = df_st_writer_save(w, file, err);
+    df_st_writer_free(&w);
+    free(js);
+    free(rest);
+    free(A);
+    if (rc) return rc;
+    /* config.json */
+    char cfg[4400];
+    snprintf(cfg, sizeof cfg, "%s/config.json", dir);
+    struct stat sb;
+    if (stat(cfg, &sb) != 0) {
+        FILE *f = fopen(cfg, "w");
+        if (!f) return df_error_set(err, DF_EIO, "%s: %s", cfg, strerror(errno));
+        fprintf(f, "{\"kind\": \"retarget\", \"max_batch_size\": 64}\n");
+        if (fclose(f)) return df_error_set(err, DF_EIO, "%s: write failed", cfg);
+    }
+    /* load it back as the daemon would */
+    df_model_t *m = NULL;
+    rc = df_model_open(file, "retarget", NULL, NULL, &m, err);
+    if (rc) return rc;
+    printf("wrote %s (retarget: %lld source controls -> %lld target shapes, %lld target "
+           "vertices%s)\n",
+           file, (long long)src->M, (long long)tgt->M, (long long)df_model_n_vertices(m),
+           K ? ", markers input" : "");
+    df_model_unref(&m);
+    return DF_OK;
+}
+
+static int cmd_build(int argc, char **argv)
+{
+    const char *src_arg = NULL, *tgt_arg = NULL, *repo = NULL, *name = NULL, *map = "names";
+    const char *pv = NULL, *pw = NULL, *markers = NULL, *bounds = "unit", *clamp = "unit";
+    const char *rigid = "stable";
+    double lambda = 1e-3, mlambda = 1e-3;
+    int iters = 2;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int more = i + 1 < argc;
+        if (!strcmp(a, "--source") && more) src_arg = argv[++i];
+        else if (!strcmp(a, "--target") && more) tgt_arg = argv[++i];
+        else if (!strcmp(a, "--repository") && more) repo = argv[++i];
+        else if (!strcmp(a, "--name") && more) name = argv[++i];
+        else if (!strcmp(a, "--map") && more) map = argv[++i];
+        else if (!strcmp(a, "--poses") && i + 2 < argc) { pv = argv[++i]; pw = argv[++i]; }
+        else if (!strcmp(a, "--lambda") && more) lambda = atof(argv[++i]);
+        else if (!strcmp(a, "--markers") && more) markers = argv[++i];
+        else if (!strcmp(a, "--marker-lambda") && more) mlambda = atof(argv[++i]);
+        else if (!strcmp(a, "--bounds") && more) bounds = argv[++i];
+        else if (!strcmp(a, "--clamp") && more) clamp = argv[++i];
+        else if (!strcmp(a, "--align-iterations") && more) iters = atoi(argv[++i]);
+        else if (!strcmp(a, "--rigid-weights") && more) rigid = argv[++i];
+        else if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
+        else {
+            fprintf(stderr, "deform retarget build: unknown or incomplete option '%s'\n", a);
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (!src_arg || !tgt_arg || !repo || !name) {
+        fprintf(stderr, "deform retarget build: --source, --target, --repository and --name "
+                        "are required\n");
+        return 2;
+    }
+    int clone = !strcmp(map, "clone"), clone_nn = !strcmp(map, "clone-nn");
+    if (!clone && !clone_nn && strcmp(map, "names")) {
+        fprintf(stderr, "deform retarget build: --map must be names, clone or clone-nn\n");
+        return 2;
+    }
+    if ((clone || clone_nn) && !pv) {
+        fprintf(stderr, "deform retarget build: --map %s needs --poses SRC_POSES.npy "
+                        "TGT_POSES.npy\n", map);
+        return 2;
+    }
+    if (strcmp(bounds, "unit") && strcmp(bounds, "nonneg") && strcmp(bounds, "none")) {
+        fprintf(stderr, "deform retarget build: --bounds must be unit, nonneg or none\n");
+        return 2;
+    }
+    if (strcmp(rigid, "stable") && strcmp(rigid, "uniform")) {
+        fprintf(stderr, "deform retarget build: --rigid-weights must be stable or uniform\n");
+        return 2;
+    }
+    if (strcmp(clamp, "unit") && strcmp(clamp, "none")) {
+        fprintf(stderr, "deform retarget build: --clamp must be unit or none\n");
+        return 2;
+    }
+    if (iters < 1 || iters > 10 || !(lambda >= 0) || !isfinite(lambda) || !(mlambda >= 0) ||
+        !isfinite(mlambda)) {
+        fprintf(stderr, "deform retarget build: --align-iterations must be 1..10, --lambda "
+                        "and --marker-lambda finite and >= 0\n");
+        return 2;
+    }
+    df_error_t err = {0};
+    rig_t src, tgt;
+    memset(&src, 0, sizeof src);
+    memset(&tgt, 0, sizeof tgt);
+    float *E = NULL, *V = NULL, *W = NULL;
+    int32_t *mk = NULL;
+    float *rigid_w = NULL;
+    int64_t K = 0;
+    int rc = 1;
+    if (rig_open(src_arg, "source", &src, &err) || rig_open(tgt_arg, "target", &tgt, &err))
+        DIE("%s", err.msg);
+    E = calloc((size_t)(src.M * tgt.M), sizeof(float));
+    if (!E) DIE("out of memory");
+    if (!clone && !clone_nn) {
+        if (map_names(&src, &tgt, E) == 0)
+            DIE("no target shape has a source control's name: parallel blendshapes need "
+                "matching names (use --map clone with corresponding poses)");
+    } else {
+        int nd;
+        int64_t sv[DF_MAX_DIMS], sw[DF_MAX_DIMS];
+        if (df_npy_read_f32(pv, &nd, sv, &V, &err)) DIE("%s", err.msg);
+        if (nd != 2 || sv[1] != src.M)
+            DIE("%s: want source poses [p,%lld] (one row per pose, one column per source "
+                "control)", pv, (long long)src.M);
+        if (df_npy_read_f32(pw, &nd, sw, &W, &err)) DIE("%s", err.msg);
+        if (nd != 2 || sw[1] != tgt.M)
+            DIE("%s: want target poses [p,%lld]", pw, (long long)tgt.M);
+        if (sv[0] != sw[0])
+            DIE("%lld source poses but %lld target poses", (long long)sv[0], (long long)sw[0]);
+        if (sv[0] < src.M)
+            DIE("%lld corresponding poses for %lld source controls: the cloning matrix needs "
+                "p >= m poses", (long long)sv[0], (long long)src.M);
+        if (map_clone(V, W, sv[0], src.M, tgt.M, lambda, clone_nn,
+                      (const char *const *)src.names, E, &err))
+            DIE("%s", err.msg);
+    }
+    if (markers) {
+        if (read_indices(markers, &mk, &K, &err)) DIE("%s", err.msg);
+        if (K < 3) DIE("%s: %lld markers (need at least 3)", markers, (long long)K);
+        for (int64_t i = 0; i < K; i++) {
+            if (mk[i] >= src.N)
+                DIE("%s: marker %lld is vertex %d, the source has %lld vertices", markers,
+                    (long long)i, mk[i], (long long)src.N);
+            for (int64_t j = 0; j < i; j++)
+                if (mk[i] == mk[j])
+                    DIE("%s: markers %lld and %lld are the same vertex %d (duplicated "
+                        "landmark)", markers, (long long)j, (long long)i, mk[i]);
+        }
+        /* marker lambda relative to the mean diagonal of A'A */
+        double md = 0;
+        for (int64_t j = 0; j < src.M; j++)
+            for (int64_t i = 0; i < K; i++)
+                for (int d = 0; d < 3; d++) {
+                    double x = src.deltas[(j * src.N + mk[i]) * 3 + d];
+                    md += x * x / (double)src.M;
+                }
+        mlambda *= md;
+        /* alignment weights: markers the expressions move least anchor the
+         * head (nose bridge, eye corners, temples). w_i = 1 / (m_i^2 + e^2),
+         * m_i the largest displacement of marker i over the source shapes,
+         * e a tenth of the median m_i */
+        if (strcmp(rigid, "uniform")) {
+            float *mot = malloc((size_t)K * sizeof(float)), *srt = malloc((size_t)K * sizeof(float));
+            rigid_w = malloc((size_t)K * sizeof(float));
+            if (!mot || !srt || !rigid_w) DIE("out of memory");
+            for (int64_t i = 0; i < K; i++) {
+                double mx = 0;
+                for (int64_t j = 0; j < src.M; j++) {
+                    const float *dd = src.deltas + (j * src.N + mk[i]) * 3;
+                    mx = fmax(mx, (double)dd[0] * dd[0] + (double)dd[1] * dd[1] + (double)dd[2] * dd[2]);
+                }
+                mot[i] = srt[i] = (float)sqrt(mx);
+            }
+            for (int64_t i = 1; i < K; i++) /* insertion sort: K is small */
+                for (int64_t j = i; j > 0 && srt[j - 1] > srt[j]; j--) {
+                    float t = srt[j];
+                    srt[j] = srt[j - 1];
+                    srt[j - 1] = t;
+                }
+            double e = 0.1 * srt[K / 2] + 1e-12;
+            for (int64_t i = 0; i < K; i++) rigid_w[i] = (float)(1.0 / ((double)mot[i] * mot[i] + e * e));
+            free(mot);
+            free(srt);
+        }
+    }
+    if (write_model(repo, name, &src, &tgt, E, mk, K, mlambda, rigid_w, map, bounds, clamp, iters,
+                    &err))
+        DIE("%s", err.msg);
+    rc = 0;
+out:
+    rig_free(&src);
+    rig_free(&tgt);
+    free(E);
+    free(V);
+    free(W);
+    free(mk);
+    free(rigid_w);
+    return rc;
+}
+
+/* ----------------------------------------------------------------- apply */
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmd_apply(int argc, char **argv)
+{
+    const char *model = NULL, *win = NULL, *xin = NULL, *params = NULL;
+    const char *opos = NULL, *otw = NULL, *osw = NULL;
+    int batch = 64;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int more = i + 1 < argc;
+        if (!strcmp(a, "--weights") && more) win = argv[++i];
+        else if (!strcmp(a, "--markers") && more) xin = argv[++i];
+        else if (!strcmp(a, "--batch") && more) batch = atoi(argv[++i]);
+        else if (!strcmp(a, "--params") && more) params = argv[++i];
+        else if (!strcmp(a, "--positions") && more) opos = argv[++i];
+        else if (!strcmp(a, "--target-weights") && more) otw = argv[++i];
+        else if (!strcmp(a, "--solved") && more) osw = argv[++i];
+        else if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
+        else if (a[0] != '-' && !model) model = a;
+        else {
+            fprintf(stderr, "deform retarget apply: unknown or incomplete option '%s'\n", a);
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (!model || (!win == !xin) || (!opos && !otw && !osw)) {
+        fprintf(stderr, "deform retarget apply: MODEL, one of --weights/--markers and at least "
+                        "one of --positions/--target-weights/--solved are required\n");
+        return 2;
+    }
+    if (batch < 1 || batch > 4096) {
+        fprintf(stderr, "deform retarget apply: --batch must be 1..4096\n");
+        return 2;
+    }
+    df_error_t err = {0};
+    df_model_t *m = NULL;
+    df_scratch_t *scr = NULL;
+    float *in = NULL, *P = NULL, *TW = NULL, *SW = NULL;
+    const float **pin = NULL;
+    float **pp = NULL, **pt = NULL, **ps = NULL;
+    int rc = 1;
+    char path[4096];
+    if (df__tool_open_model(model, &m, path, sizeof path, &err)) DIE("%s", err.msg);
+    if (strcmp(df_model_kind(m), "retarget")) DIE("%s is a '%s' model, not retarget", model,
+                                                  df_model_kind(m));
+    if (params) {
+        df_model_unref(&m);
+        if (df_model_open(path, "retarget", params, NULL, &m, &err)) DIE("%s", err.msg);
+    }
+    const char *iname = win ? "source_weights" : "markers";
+    int ii = df_model_find_input(m, iname);
+    if (ii < 0) DIE("the model has no input '%s' (built without --markers?)", iname);
+    const df_io_desc_t *d = df_model_input(m, ii);
+    int64_t per = 1;
+    for (int k = 0; k < d->ndim; k++) per *= d->shape[k];
+    int nd;
+    int64_t sh[DF_MAX_DIMS];
+    if (df_npy_read_f32(win ? win : xin, &nd, sh, &in, &err)) DIE("%s", err.msg);
+    int64_t got = 1;
+    for (int k = 1; k < nd; k++) got *= sh[k];
+    if (nd < 2 || got != per)
+        DIE("%s: want [F,%s] for input '%s' (%lld values a frame), got %lld a frame",
+            win ? win : xin, d->ndim == 1 ? "m" : "K,3", iname, (long long)per, (long long)got);
+    int64_t F = sh[0];
+    int64_t N = df_model_n_vertices(m);
+    int io = df_model_find_output(m, "positions"), it = df_model_find_output(m, "target_weights"),
+        is = df_model_find_output(m, "solved_weights");
+    int64_t Mt = df_model_output(m, it)->shape[0], Ms = df_model_output(m, is)->shape[0];
+    if ((opos && !(P = malloc((size_t)(F * N * 3) * sizeof(float)))) ||
+        (otw && !(TW = malloc((size_t)(F * Mt) * sizeof(float)))) ||
+        (osw && !(SW = malloc((size_t)(F * Ms) * sizeof(float)))))
+        DIE("out of memory (%lld frames)", (long long)F);
+    pin = malloc((size_t)batch * sizeof *pin);
+    pp = malloc((size_t)batch * sizeof *pp);
+    pt = malloc((size_t)batch * sizeof *pt);
+    ps = malloc((size_t)batch * sizeof *ps);
+    scr = df_scratch_new();
+    if (!pin || !pp || !pt || !ps || !scr) DIE("out of memory");
+    double t0 = now_s(), last = t0;
+    for (int64_t f0 = 0; f0 < F; f0 += batch) {
+        int n = (int)(F - f0 < batch ? F - f0 : batch);
+        df_batch_t b;
+        memset(&b, 0, sizeof b);
+        b.n = n;
+        for (int p = 0; p < n; p++) {
+            pin[p] = in + (size_t)(f0 + p) * (size_t)per;
+            if (P) pp[p] = P + (size_t)(f0 + p) * (size_t)N * 3;
+            if (TW) pt[p] = TW + (size_t)(f0 + p) * (size_t)Mt;
+            if (SW) ps[p] = SW + (size_t)(f0 + p) * (size_t)Ms;
+        }
+        b.in[ii] = pin;
+        if (P) b.out[io] = pp;
+        if (TW) b.out[it] = pt;
+        if (SW) b.out[is] = ps;
+        if (df_model_evaluate(m, &b, scr, &err))
+            DIE("frames %lld..%lld: %s", (long long)f0, (long long)(f0 + n - 1), err.msg);
+        double t = now_s();
+        if (t - last > 1.0 && f0 + n < F) {
+            double done = (double)(f0 + n) / (double)F;
+            fprintf(stderr, "apply: %lld/%lld frames, elapsed %.1fs, ETA %.1fs\n",
+                    (long long)(f0 + n), (long long)F, t - t0, (t - t0) * (1 - done) / done);
+            last = t;
+        }
+    }
+    double el = now_s() - t0;
+    int64_t s3[3] = {F, N, 3}, s2[2] = {F, Mt}, s2s[2] = {F, Ms};
+    if (P && df_npy_write_f32(opos, 3, s3, P, &err)) DIE("%s", err.msg);
+    if (TW && df_npy_write_f32(otw, 2, s2, TW, &err)) DIE("%s", err.msg);
+    if (SW && df_npy_write_f32(osw, 2, s2s, SW, &err)) DIE("%s", err.msg);
+    printf("applied %s to %lld frames of '%s' in %.2fs (%.0f frames/s, batch %d)\n", model,
+           (long long)F, iname, el, el > 0 ? (double)F / el : 0.0, batch);
+    rc = 0;
+out:
+    df_model_unref(&m);
+    df_scratch_free(&scr);
+    free(in);
+    free(P);
+    free(TW);
+    free(SW);
+    free(pin);
+    free(pp);
+    free(pt);
+    free(ps);
+    return rc;
+}
+
+int cmd_retarget(int argc, char **argv)
+{
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    if (!strcmp(argv[1], "build")) return cmd_build(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "apply")) return cmd_apply(argc - 1, argv + 1);
+    fprintf(stderr, "deform retarget: unknown subcommand '%s'\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

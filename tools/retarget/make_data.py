@@ -1,0 +1,379 @@
+#!/usr/bin/python3
+"""make_data.py — the retargeting data: rigs, targets and performances.
+
+DESIGN
+Two stages, both deterministic (fixed seeds, numpy's PCG64):
+
+  reduce --ict DIR --out tests/data/ict
+      Reads the ICT face model's light subset (neutral.npy, expressions.npy,
+      identities.npy, quads.npy, expression_names.txt, landmarks68.txt,
+      LICENSE) and writes the reduced copy the repository commits:
+        source_neutral.npy  f32 [N,3]     the generic ICT neutral (the actor)
+        source_deltas.npy   f16 [55,N,3]  the 55 expression deltas
+        source_names.txt                  their names
+        quads.npy           i32 [Q,4]     polygons
+        landmarks68.txt                   68 landmark vertex indices
+        t1_neutral.npy      f32 [N,3]     target T1: another identity
+        t1_deltas.npy       f16 [25,N,3]  T1's own 25 artist-style shapes
+        t1_names.txt
+        t1_style.npy        f32 [55,2]    T1's style of each source shape
+                                          (gain s, asymmetry a), the truth
+        clone_source.npy    f32 [P,55]    P corresponding poses: source
+        clone_target.npy    f32 [P,25]    ... and T1 weights
+        LICENSE                           the ICT licence (MIT), unchanged
+      float16 deltas keep 1e-3 cm (0.01 mm) of the float32 originals.
+
+  build --data tests/data/ict --out DIR [--frames F]
+      From the reduced copy: the rigs as `rigged` model files
+      (source.safetensors, t1.safetensors), the performances
+      (perf_{train,test}_weights.npy [F,55], perf_*_head.npy [F,12] the
+      rigid head motion as row-major 3x4, perf_*_markers_<n>mm.npy
+      [F,68,3] the landmark tracks with marker noise n = 0, 0.5, 1, 2 mm)
+      and face_height.txt (cm: the vertical extent of T1's 68 landmarks,
+      chin to brows, the denominator of "% of face height").
+
+The truth of T1. A source expression delta d_j becomes, on T1, the styled
+delta d'_j(v) = d_j(v) * s_j * (1 + a_j * tanh(x_v / 2.5)) (x_v: the source
+neutral's x; a != 0 makes a shape asymmetric). T1's rig shapes are fixed
+combinations of the styled deltas (left/right merged, combined shapes, one
+exaggerated asymmetric "smirk"), so T1's 25 shapes correspond one to one to
+none of the 55 source shapes except the 8 kept names. The truth for source
+weights w is T1 neutral + sum_j w_j d'_j, which T1's rig can only
+approximate. The corresponding poses of the cloning method are what an
+artist would make: for each source pose (every shape alone, then random
+sparse combinations) the T1 weights in [0,1] whose mesh best fits the
+truth on the face area (bounded least squares, FISTA to convergence).
+
+Units: the ICT model's centimetres; +Y up, face looking down +Z.
+Needs Debian's python3 and python3-numpy only.
+"""
+import argparse
+import json
+import os
+import shutil
+import struct
+import sys
+
+import numpy as np
+
+FACE_VERTS = 9409  # ICT: vertices 0..9408 are the face area
+NOISE_MM = (0, 0.5, 1, 2)
+
+# T1: identity coefficients (on the first ICT identity modes)
+T1_IDENTITY = [1.8, -1.2, 1.0, 0.6, -0.8, 0.5, -0.4, 0.3]
+
+# T1's style of each source shape: name prefix -> (gain, asymmetry)
+T1_STYLE = [
+    ("mouthSmile_", (1.3, 0.35)),  # asymmetric, exaggerated smile
+    ("mouth", (1.2, 0.0)),         # exaggerated mouth
+    ("jaw", (1.2, 0.0)),
+    ("brow", (0.8, 0.0)),          # subdued brows
+]
+
+# T1's rig: target name -> {source name: coefficient} on the styled deltas
+T1_KEPT = ["jawOpen", "eyeBlink_L", "eyeBlink_R", "mouthPucker",
+           "mouthFunnel", "jawLeft", "jawRight", "mouthClose"]
+T1_MERGED = ["browDown", "browInnerUp", "browOuterUp", "cheekPuff",
+             "cheekSquint", "eyeSquint", "eyeWide", "mouthFrown",
+             "mouthStretch", "mouthLowerDown", "mouthUpperUp", "noseSneer"]
+T1_COMBOS = {
+    "smile": {"mouthSmile_L": 1, "mouthSmile_R": 1, "cheekRaiser_L": 0.5,
+              "cheekRaiser_R": 0.5},
+    "surprise": {"browInnerUp_L": 1, "browInnerUp_R": 1, "browOuterUp_L": 1,
+                 "browOuterUp_R": 1, "eyeWide_L": 1, "eyeWide_R": 1,
+                 "jawOpen": 0.35},
+    "lookLeft": {"eyeLookOut_L": 1, "eyeLookIn_R": 1},
+    "lookRight": {"eyeLookIn_L": 1, "eyeLookOut_R": 1},
+    # the deliberately exaggerated, asymmetric style shape
+    "smirk_L": {"mouthSmile_L": 1.4, "cheekRaiser_L": 0.84,
+                "mouthDimple_L": 0.42, "noseSneer_L": 0.28},
+}
+
+
+def log(*a):
+    print("make_data:", *a, file=sys.stderr)
+
+
+def read_names(path):
+    with open(path) as f:
+        return f.read().split()
+
+
+def t1_rig(names):
+    """T1's shape names and its combination matrix C [25,55]."""
+    idx = {n: i for i, n in enumerate(names)}
+    rows, tn = [], []
+    for n in T1_KEPT:
+        c = np.zeros(len(names))
+        c[idx[n]] = 1
+        rows.append(c)
+        tn.append(n)
+    for n in T1_MERGED:
+        c = np.zeros(len(names))
+        c[idx[n + "_L"]] = 1
+        c[idx[n + "_R"]] = 1
+        rows.append(c)
+        tn.append(n)
+    for n, comb in T1_COMBOS.items():
+        c = np.zeros(len(names))
+        for s, k in comb.items():
+            c[idx[s]] = k
+        rows.append(c)
+        tn.append(n)
+    return tn, np.array(rows)
+
+
+def t1_style(names):
+    st = np.zeros((len(names), 2), np.float32)
+    for i, n in enumerate(names):
+        st[i] = (1.0, 0.0)
+        for pre, (s, a) in T1_STYLE:
+            if n.startswith(pre):
+                st[i] = (s, a)
+                break
+    return st
+
+
+def styled_deltas(deltas, style, x):
+    """d'_j(v) = d_j(v) * s_j * (1 + a_j tanh(x_v / 2.5)); deltas [M,N,3]."""
+    g = style[:, :1] * (1.0 + style[:, 1:2] * np.tanh(x[None, :] / 2.5))
+    return deltas * g[:, :, None]
+
+
+def bounded_ls(G, b, lo=0.0, hi=1.0, iters=4000):
+    """min 1/2 w'Gw - b'w, lo <= w <= hi, by FISTA (G small and SPD)."""
+    L = np.linalg.eigvalsh(G).max()
+    w = np.zeros(len(b))
+    y, t = w.copy(), 1.0
+    for _ in range(iters):
+        wn = np.clip(y - (G @ y - b) / L, lo, hi)
+        tn = (1 + np.sqrt(1 + 4 * t * t)) / 2
+        y = wn + (t - 1) / tn * (wn - w)
+        w, t = wn, tn
+    return w
+
+
+def corresponding_poses(names, src_d, t1_d, style, x, rng, extra=25):
+    """P source poses (each shape alone, then sparse combinations) and the T1
+    weights that best fit T1's truth of each on the face area."""
+    m = len(names)
+    V = [np.eye(m)[i] for i in range(m)]
+    for _ in range(extra):
+        v = np.zeros(m)
+        k = rng.choice(m, size=rng.integers(2, 4), replace=False)
+        v[k] = rng.uniform(0.4, 1.0, size=len(k))
+        V.append(v)
+    V = np.array(V)
+    sd = styled_deltas(src_d[:, :FACE_VERTS], style, x[:FACE_VERTS])
+    A = t1_d[:, :FACE_VERTS].reshape(len(t1_d), -1).astype(np.float64).T
+    G = A.T @ A
+    W = []
+    for v in V:
+        truth = np.tensordot(v, sd, axes=1).reshape(-1)
+        W.append(bounded_ls(G, A.T @ truth))
+    return V.astype(np.float32), np.array(W, np.float32)
+
+
+def cmd_reduce(args):
+    d = args.ict
+    neutral = np.load(os.path.join(d, "neutral.npy")).astype(np.float32)
+    expr = np.load(os.path.join(d, "expressions.npy")).astype(np.float32)
+    ident = np.load(os.path.join(d, "identities.npy")).astype(np.float32)
+    quads = np.load(os.path.join(d, "quads.npy")).astype(np.int32)
+    names = read_names(os.path.join(d, "expression_names.txt"))
+    lm = read_names(os.path.join(d, "landmarks68.txt"))
+    if expr.shape[0] != len(names) or len(lm) != 68:
+        sys.exit("make_data: unexpected ICT data (%d names, %d landmarks)" %
+                 (len(names), len(lm)))
+    os.makedirs(args.out, exist_ok=True)
+    o = lambda n: os.path.join(args.out, n)
+    # the source: the generic neutral and its expressions
+    np.save(o("source_neutral.npy"), neutral)
+    src16 = expr.astype(np.float16)
+    np.save(o("source_deltas.npy"), src16)
+    src_d = src16.astype(np.float32)  # what everyone downstream sees
+    with open(o("source_names.txt"), "w") as f:
+        f.write("\n".join(names) + "\n")
+    np.save(o("quads.npy"), quads)
+    with open(o("landmarks68.txt"), "w") as f:
+        f.write("\n".join(lm) + "\n")
+    shutil.copyfile(os.path.join(d, "LICENSE"), o("LICENSE"))
+    # T1: another identity with its own rig
+    a = np.zeros(ident.shape[0], np.float32)
+    a[:len(T1_IDENTITY)] = T1_IDENTITY
+    t1_neutral = neutral + np.tensordot(a, ident, axes=1)
+    np.save(o("t1_neutral.npy"), t1_neutral.astype(np.float32))
+    tn, C = t1_rig(names)
+    style = t1_style(names)
+    x = neutral[:, 0]
+    sd = styled_deltas(src_d, style, x)
+    t1_d = np.tensordot(C, sd, axes=1).astype(np.float16)
+    np.save(o("t1_deltas.npy"), t1_d)
+    with open(o("t1_names.txt"), "w") as f:
+        f.write("\n".join(tn) + "\n")
+    np.save(o("t1_style.npy"), style)
+    rng = np.random.default_rng(18)
+    V, W = corresponding_poses(names, src_d, t1_d.astype(np.float32), style,
+                               x, rng)
+    np.save(o("clone_source.npy"), V)
+    np.save(o("clone_target.npy"), W)
+    log("wrote %s: source %d shapes, T1 %d shapes, %d corresponding poses" %
+        (args.out, len(names), len(tn), len(V)))
+
+
+# ---------------------------------------------------------------- build
+
+def write_safetensors(path, tensors, meta):
+    """tensors: list of (name, array); F32 / I32 only, laid out without
+    gaps in the given order."""
+    hdr, blobs, off = {"__metadata__": meta}, [], 0
+    for name, a in tensors:
+        a = np.ascontiguousarray(a)
+        dt = {np.dtype(np.float32): "F32", np.dtype(np.int32): "I32"}[a.dtype]
+        b = a.astype(a.dtype.newbyteorder("<")).tobytes()
+        hdr[name] = {"dtype": dt, "shape": list(a.shape),
+                     "data_offsets": [off, off + len(b)]}
+        blobs.append(b)
+        off += len(b)
+    h = json.dumps(hdr, separators=(",", ":")).encode()
+    h += b" " * ((8 - len(h) % 8) % 8)
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(struct.pack("<Q", len(h)))
+        f.write(h)
+        for b in blobs:
+            f.write(b)
+    os.replace(tmp, path)
+
+
+def triangles(quads):
+    return np.concatenate([quads[:, [0, 1, 2]], quads[:, [0, 2, 3]]]).astype(
+        np.int32)
+
+
+def load_reduced(d):
+    r = lambda n: os.path.join(d, n)
+    D = {
+        "neutral": np.load(r("source_neutral.npy")).astype(np.float32),
+        "deltas": np.load(r("source_deltas.npy")).astype(np.float32),
+        "names": read_names(r("source_names.txt")),
+        "quads": np.load(r("quads.npy")),
+        "landmarks": np.array([int(i) for i in read_names(r("landmarks68.txt"))]),
+        "t1_neutral": np.load(r("t1_neutral.npy")).astype(np.float32),
+        "t1_deltas": np.load(r("t1_deltas.npy")).astype(np.float32),
+        "t1_names": read_names(r("t1_names.txt")),
+        "t1_style": np.load(r("t1_style.npy")),
+    }
+    return D
+
+
+def rigged_file(path, neutral, tris, deltas, names):
+    write_safetensors(path, [("positions", neutral), ("triangles", tris),
+                             ("morph_deltas", deltas)],
+                      {"kind": "rigged", "format_version": "1",
+                       "morph_names": json.dumps(names)})
+
+
+def envelope(n):
+    return np.sin(np.pi * (np.arange(n) + 0.5) / n) ** 2
+
+
+def performance(m, frames, rng):
+    """Smooth sparse weights [F,m]: events of 1-2 shapes (a left/right pair
+    now and then), amplitude 0.4..1, raised-cosine envelopes of 30-90
+    frames, a new event every 20-45 frames; at most a few shapes active."""
+    w = np.zeros((frames, m))
+    t = 0
+    while t < frames:
+        k = rng.choice(m, size=rng.integers(1, 3), replace=False)
+        dur = int(rng.integers(30, 91))
+        e = envelope(dur)[: frames - t]
+        for j in k:
+            w[t:t + len(e), j] += rng.uniform(0.4, 1.0) * e
+        t += int(rng.integers(20, 46))
+    return np.clip(w, 0, 1).astype(np.float32)
+
+
+def rot(yaw, pitch, roll):
+    cy, sy, cp, sp, cr, sr = (np.cos(yaw), np.sin(yaw), np.cos(pitch),
+                              np.sin(pitch), np.cos(roll), np.sin(roll))
+    Ry = np.array([[cy, 0, sy], [0, 1, 0], [-sy, 0, cy]])
+    Rx = np.array([[1, 0, 0], [0, cp, -sp], [0, sp, cp]])
+    Rz = np.array([[cr, -sr, 0], [sr, cr, 0], [0, 0, 1]])
+    return Ry @ Rx @ Rz
+
+
+def head_motion(frames, rng, center):
+    """Smooth rigid head motion [F,3,4]: up to ~10 deg yaw, 6 pitch, 4 roll,
+    1 cm translation, about the head's centre."""
+    t = np.arange(frames) / 60.0
+    ph = rng.uniform(0, 2 * np.pi, size=6)
+    f = rng.uniform(0.1, 0.4, size=6)
+    ang = [np.radians(a) * np.sin(2 * np.pi * f[i] * t + ph[i])
+           for i, a in enumerate((10, 6, 4))]
+    tr = [1.0 * np.sin(2 * np.pi * f[3 + i] * t + ph[3 + i]) for i in range(3)]
+    H = np.zeros((frames, 3, 4))
+    for i in range(frames):
+        R = rot(ang[0][i], ang[1][i], ang[2][i])
+        H[i, :, :3] = R
+        H[i, :, 3] = center - R @ center + np.array([tr[0][i], tr[1][i],
+                                                     tr[2][i]])
+    return H.astype(np.float32)
+
+
+def cmd_build(args):
+    D = load_reduced(args.data)
+    os.makedirs(args.out, exist_ok=True)
+    o = lambda n: os.path.join(args.out, n)
+    tris = triangles(D["quads"])
+    rigged_file(o("source.safetensors"), D["neutral"], tris, D["deltas"],
+                D["names"])
+    rigged_file(o("t1.safetensors"), D["t1_neutral"], tris, D["t1_deltas"],
+                D["t1_names"])
+    # face height: vertical extent of T1's 68 landmarks (chin to brows)
+    lmk = D["t1_neutral"][D["landmarks"]]
+    height = float(lmk[:, 1].max() - lmk[:, 1].min())
+    with open(o("face_height.txt"), "w") as f:
+        f.write("%.4f\n" % height)
+    with open(o("landmarks68.txt"), "w") as f:
+        f.write("\n".join(str(i) for i in D["landmarks"]) + "\n")
+    lm = D["landmarks"]
+    m = len(D["names"])
+    center = D["neutral"].mean(axis=0)
+    for name, seed in (("train", 1), ("test", 2)):
+        rng = np.random.default_rng(1800 + seed)
+        W = performance(m, args.frames, rng)
+        H = head_motion(args.frames, rng, center)
+        np.save(o("perf_%s_weights.npy" % name), W)
+        np.save(o("perf_%s_head.npy" % name), H.reshape(len(H), 12))
+        # landmark positions of the posed source mesh, moved rigidly
+        P = D["neutral"][lm][None] + np.tensordot(W, D["deltas"][:, lm],
+                                                  axes=1)
+        P = np.einsum("fij,fkj->fki", H[:, :, :3], P) + H[:, None, :, 3]
+        for n in NOISE_MM:
+            noise = rng.normal(0, n / 10.0, size=P.shape) if n else 0
+            np.save(o("perf_%s_markers_%gmm.npy" % (name, n)),
+                    (P + noise).astype(np.float32))
+    log("wrote %s: rigs, performances of %d frames (noise %s mm), face "
+        "height %.2f cm" % (args.out, args.frames,
+                            ", ".join("%g" % n for n in NOISE_MM), height))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("reduce", help="ICT data -> the reduced copy")
+    r.add_argument("--ict", required=True, help="the ICT face data directory")
+    r.add_argument("--out", required=True)
+    b = sub.add_parser("build", help="reduced copy -> rigs + performances")
+    b.add_argument("--data", required=True, help="the reduced copy")
+    b.add_argument("--out", required=True)
+    b.add_argument("--frames", type=int, default=1000)
+    a = ap.parse_args()
+    if a.cmd == "build" and not 1 <= a.frames <= 100000:
+        sys.exit("make_data: --frames must be in 1..100000")
+    {"reduce": cmd_reduce, "build": cmd_build}[a.cmd](a)
+
+
+if __name__ == "__main__":
+    main()
