@@ -237,6 +237,44 @@ bench-st: $(B)/bench/bench_safetensors
 	@DF_TEST_OUT=$${DF_TEST_OUT:-$(B)/test-out} && mkdir -p $$DF_TEST_OUT && \
 	  DF_TEST_OUT=$$DF_TEST_OUT nice $(B)/bench/bench_safetensors $(BENCH_ST_MIB)
 
+# ---------------------------------------------------------------- install
+# make install [PREFIX=/usr/local] [DESTDIR=staging] [SYSCONFDIR=/etc] [STATEDIR=/var/lib/deformd]
+#   PREFIX/bin/{deformd,deform,deformctl}
+#   PREFIX/lib/libdeformclient.{a,so}, PREFIX/lib/pkgconfig/deformclient.pc
+#   PREFIX/include/deformd/{deformclient.h,df.h}
+#   PREFIX/share/deformd/www (the viewer: deformd finds it next to its executable)
+#   PREFIX/share/deformd/deformd.conf.example, PREFIX/lib/systemd/system/deformd.service
+# The Python client installs with pip from clients/python, the browser module with npm from
+# clients/js (docs/install.md). tests/e2e/install.sh checks all three.
+PREFIX     ?= /usr/local
+DESTDIR    ?=
+SYSCONFDIR ?= /etc
+STATEDIR   ?= /var/lib/deformd
+DF_VERSION := $(shell sed -n 's/^\#define DF_VERSION "\(.*\)"/\1/p' core/df.h)
+.PHONY: install uninstall
+install: all
+	@test -f server/www/vendor/three.module.js || { echo "install: server/www/vendor is missing: run tools/deps.sh first" >&2; exit 1; }
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig \
+	    $(DESTDIR)$(PREFIX)/include/deformd $(DESTDIR)$(PREFIX)/share/deformd \
+	    $(DESTDIR)$(PREFIX)/lib/systemd/system
+	install -m 755 $(BIN)/deformd $(BIN)/deform $(BIN)/deformctl $(DESTDIR)$(PREFIX)/bin/
+	install -m 644 $(LIBCLIENT) $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(SOCLIENT) $(DESTDIR)$(PREFIX)/lib/
+	install -m 644 clients/c/include/deformclient.h core/df.h $(DESTDIR)$(PREFIX)/include/deformd/
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(DF_VERSION)|g' clients/c/pkgconfig/deformclient.pc.in \
+	    > $(DESTDIR)$(PREFIX)/lib/pkgconfig/deformclient.pc
+	rm -rf $(DESTDIR)$(PREFIX)/share/deformd/www
+	cp -R server/www $(DESTDIR)$(PREFIX)/share/deformd/www
+	install -m 644 config/deformd.conf $(DESTDIR)$(PREFIX)/share/deformd/deformd.conf.example
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' -e 's|@STATEDIR@|$(STATEDIR)|g' \
+	    deploy/systemd/deformd.service.in > $(DESTDIR)$(PREFIX)/lib/systemd/system/deformd.service
+	@echo "installed deformd $(DF_VERSION) under $(DESTDIR)$(PREFIX)"
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/bin/deformd $(DESTDIR)$(PREFIX)/bin/deform $(DESTDIR)$(PREFIX)/bin/deformctl \
+	    $(DESTDIR)$(PREFIX)/lib/libdeformclient.a $(DESTDIR)$(PREFIX)/lib/libdeformclient.so \
+	    $(DESTDIR)$(PREFIX)/lib/pkgconfig/deformclient.pc $(DESTDIR)$(PREFIX)/lib/systemd/system/deformd.service
+	rm -rf $(DESTDIR)$(PREFIX)/include/deformd $(DESTDIR)$(PREFIX)/share/deformd
+
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')
 

@@ -35,6 +35,12 @@ fi
 if [ "$MODE" = "--test" ] && ! command -v chromium >/dev/null 2>&1; then
     missing+=(chromium)
 fi
+# tests/e2e/install.sh: the Python client installed with pip from the checkout
+if [ "$MODE" = "--test" ]; then
+    for p in python3-pip python3-setuptools; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+    done
+fi
 # Blender: the independent reference of tests/e2e/rigapprox_blender.sh (the
 # dataset exporter's bake against our LBS); ~25 s to install, no recommends.
 if [ "$MODE" = "--test" ] && ! command -v blender >/dev/null 2>&1; then
@@ -59,11 +65,9 @@ if [ "$MODE" = "--test" ] && [ ! -f "$JS/node_modules/playwright-core/package.js
 fi
 if [ "$need_npm" -eq 1 ]; then
     echo "deps: npm install in $JS" >&2
-    if [ "$MODE" = "--test" ]; then
-        (cd "$JS" && npm install --no-audit --no-fund --loglevel=error)
-    else
-        (cd "$JS" && npm install --omit=dev --no-audit --no-fund --loglevel=error)
-    fi
+    # three.js (the viewer) and playwright-core (its test) are devDependencies: the
+    # published browser client has no dependencies; both are plain JS (no browser download)
+    (cd "$JS" && npm install --no-audit --no-fund --loglevel=error)
 fi
 
 # The viewer's copies of three.js and of our browser client (served by

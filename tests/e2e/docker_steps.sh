@@ -78,9 +78,10 @@ fi
 # 2. shared libraries of the binary the image ships vs the runtime packages.
 closure=$(apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts \
     --no-breaks --no-replaces --no-enhances $RUN_PKGS 2>/dev/null | grep -v '^ ' | sed 's/:.*//' | sort -u)
-libs=$(ldd "$DBIN/deformd" | awk '/=>/{print $1" "$3} !/=>/{print $1" "$1}' | grep -v linux-vdso)
+# both binaries the image ships (deformd, and deform for imports inside the container)
+libs=$(for b in deformd deform; do ldd "$DBIN/$b"; done | awk '/=>/{print $1" "$3} !/=>/{print $1" "$1}' | grep -v linux-vdso | sort -u)
 bad=
-nf=$(ldd "$DBIN/deformd" | grep -c 'not found')
+nf=$(for b in deformd deform; do ldd "$DBIN/$b"; done | grep -c 'not found')
 while read -r soname path; do
     [ -e "$path" ] || continue
     real=$(readlink -f "$path")
@@ -95,7 +96,14 @@ if [ "$nf" -eq 0 ] && [ -z "$bad" ]; then
 else
     fail docker-runtime-libs-covered "not provided by runtime packages:$bad (not found: $nf)"
 fi
-echo "deformd needs: $(echo "$libs" | awk '{print $1}' | tr '\n' ' ')"
+echo "deformd and deform need: $(echo "$libs" | awk '{print $1}' | tr '\n' ' ')"
+# the build context: .dockerignore keeps host builds, git history and node_modules out
+for x in .git build bin clients/js/node_modules server/www/vendor; do
+    grep -qx "$x" .dockerignore || bad="$bad dockerignore:$x"
+done
+[ -z "$bad" ] && ok dockerignore || fail dockerignore "$bad"
+grep -q 'docker-compose -f docker/compose.yml' "$CF" && grep -q 'docker compose -f docker/compose.yml' "$CF" \
+    && ok compose-both-spellings || fail compose-both-spellings
 
 # 4. the runtime CMD and HEALTHCHECK, with the image's paths mapped here.
 CMD_JSON=$(echo "$run_stage" | sed -n 's/^CMD \(\[.*\]\)$/\1/p')
