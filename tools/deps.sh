@@ -5,7 +5,9 @@
 #                          three.js (copied into server/www/vendor/ for the viewer)
 #   tools/deps.sh --test   the above, plus what the test suites need:
 #                          chromium (headless viewer test), blender (the
-#                          exporter's reference bake) and playwright-core
+#                          exporter's reference bake), playwright-core, nginx
+#                          with the stream module and njs (the scale-out router
+#                          test) and python3-kubernetes (manifest check)
 #
 # Idempotent and fast when nothing is missing: each Debian package is checked
 # with dpkg-query, commands with `command -v`, npm packages by their files;
@@ -45,6 +47,18 @@ fi
 # dataset exporter's bake against our LBS); ~25 s to install, no recommends.
 if [ "$MODE" = "--test" ] && ! command -v blender >/dev/null 2>&1; then
     missing+=(blender)
+fi
+
+# The scale-out router (deploy/nginx, tests/e2e/scaleout.sh): nginx with its
+# stream module and njs; the Kubernetes API models that deploy/k8s is checked
+# against (tests/e2e/deploy_manifests.sh). A service the nginx package would
+# start is not used: the test runs its own nginx on free loopback ports.
+if [ "$MODE" = "--test" ]; then
+    for p in nginx libnginx-mod-stream libnginx-mod-stream-js python3-kubernetes; do
+        if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+            missing+=("$p")
+        fi
+    done
 fi
 
 if [ ${#missing[@]} -gt 0 ]; then
