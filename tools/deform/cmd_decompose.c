@@ -34,6 +34,7 @@
  * kind, and the replay error is printed with the four metrics.
  */
 #include "decompose/decompose.h"
+#include "cache_read.h"
 #include "glb_write.h"
 #include "import.h"
 
@@ -63,7 +64,7 @@ static int usage(void)
     fprintf(stderr,
             "usage: deform decompose INPUT --bones B --repository DIR --name NAME\n"
             "         [--transforms rigid|trs|affine (rigid)] [--transform-sweeps S(3)]\n"
-            "         [--skeleton tree|flat] [--export-glb FILE.glb]\n"
+            "         [--skeleton tree|flat] [--export-glb FILE.glb] [--mesh MESH (caches)]\n"
             "         [--max-influences K(6; 4 with --export-glb)] [--iters N(30)] [--threads T(1)] [--clip NAME]\n"
             "         [--fps R] [--frames a:b] [--tol X] [--no-weld] [--weld-tol X] [--reseed N]\n"
             "         [--soft-convexity X] [--candidates C]\n"
@@ -71,7 +72,8 @@ static int usage(void)
             "         [--quiet]\n"
             "  INPUT: raw .safetensors (frames [F,N,3] F32, triangles [T,3] I32), a model\n"
             "         (REPO/NAME or model .safetensors), an .md2, a directory of per-frame\n"
-            "         meshes (e.g. OBJ), or any asset deform import reads\n");
+            "         meshes (e.g. OBJ), a point cache (.mdd, .pc2; triangles from --mesh),\n"
+            "         or any asset deform import reads\n");
     return 2;
 }
 
@@ -391,6 +393,85 @@ static int read_meshdir(const char *dirpath, seq_t *s, df_error_t *err)
     return rc;
 }
 
+/* Triangles for a point cache from --mesh: a .safetensors with `triangles`
+ * (a raw sequence or a model) or any mesh assimp reads (as stored, only
+ * triangulated); its vertex count must be the cache's point count. */
+static int read_mesh_topology(const char *mesh, const char *cache, seq_t *s, df_error_t *err)
+{
+    int64_t nv = 0, nt = 0;
+    if (ends_with(mesh, ".safetensors")) {
+        df_st_t *st = NULL;
+        int rc = df_st_open(mesh, NULL, &st, err);
+        if (rc) return rc;
+        const df_tensor_t *tr = df_st_find(st, "triangles");
+        const df_tensor_t *fr = df_st_find(st, "frames"), *ps = df_st_find(st, "positions");
+        if (!tr || tr->dtype != DF_DT_I32 || tr->ndim != 2 || tr->shape[1] != 3 ||
+            !((fr && fr->ndim == 3) || (ps && ps->ndim == 2))) {
+            df_st_close(&st);
+            return df_error_set(err, DF_EFORMAT, "%s: --mesh wants `triangles` I32 [T,3] with "
+                                "`frames` [F,N,3] or `positions` [N,3]", mesh);
+        }
+        nv = fr && fr->ndim == 3 ? fr->shape[1] : ps->shape[0];
+        nt = tr->shape[0];
+        if (nv == s->N) {
+            s->tris = malloc(sizeof(uint32_t) * (nt * 3 + 1));
+            if (!s->tris) { df_st_close(&st); return df_error_set(err, DF_ENOMEM, "out of memory"); }
+            const int32_t *ti = tr->data;
+            for (int64_t q = 0; q < 3 * nt; q++) {
+                if (ti[q] < 0 || ti[q] >= nv) {
+                    df_st_close(&st);
+                    return df_error_set(err, DF_EINVAL, "%s: triangle %lld references vertex %d "
+                                        "of %lld", mesh, (long long)(q / 3), ti[q], (long long)nv);
+                }
+                s->tris[q] = (uint32_t)ti[q];
+            }
+        }
+        df_st_close(&st);
+    } else {
+        const struct aiScene *sc = aiImportFile(mesh, aiProcess_Triangulate);
+        if (!sc || !sc->mRootNode)
+            return df_error_set(err, DF_EFORMAT, "%s: assimp: %s", mesh, aiGetErrorString());
+        struct aiMatrix4x4 id;
+        aiIdentityMatrix4(&id);
+        collect_node(sc, sc->mRootNode, id, NULL, &nv, NULL, &nt, 1);
+        if (nv == s->N) {
+            float *pos = malloc(sizeof(float) * (nv * 3 + 1));
+            s->tris = malloc(sizeof(uint32_t) * (nt * 3 + 1));
+            if (!pos || !s->tris) {
+                free(pos);
+                aiReleaseImport(sc);
+                return df_error_set(err, DF_ENOMEM, "out of memory");
+            }
+            nv = nt = 0;
+            collect_node(sc, sc->mRootNode, id, pos, &nv, s->tris, &nt, 0);
+            free(pos);
+        }
+        aiReleaseImport(sc);
+    }
+    if (nv != s->N)
+        return df_error_set(err, DF_EINVAL, "%s has %lld points but the mesh %s has %lld "
+                            "vertices: a cache needs the mesh it was written from (same vertex "
+                            "order)", cache, (long long)s->N, mesh, (long long)nv);
+    s->T = nt;
+    return DF_OK;
+}
+
+static int read_cache(const char *path, double fps, const char *mesh, seq_t *s, df_error_t *err)
+{
+    df__cache_t c;
+    int rc = df__cache_read(path, fps, &c, err);
+    if (rc) return rc;
+    s->F = c.F;
+    s->N = c.N;
+    s->frames = c.frames;
+    s->times = c.times;
+    snprintf(s->source, sizeof s->source, "%s%s", c.source, mesh ? " + mesh" : ", no triangles");
+    if (mesh) return read_mesh_topology(mesh, path, s, err);
+    s->T = 0;
+    s->tris = malloc(sizeof(uint32_t));
+    return s->tris ? DF_OK : df_error_set(err, DF_ENOMEM, "out of memory");
+}
+
 static int rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
 {
     return remove(p);
@@ -509,7 +590,8 @@ static void normal_stats(const seq_t *s, const df_decompose_result_t *r, const f
 int cmd_decompose(int argc, char **argv)
 {
     const char *input = NULL, *repo = NULL, *name = NULL, *clip = NULL, *mjson = NULL,
-               *frames_arg = NULL, *save_seq = NULL, *glb = NULL, *skel_arg = NULL;
+               *frames_arg = NULL, *save_seq = NULL, *glb = NULL, *skel_arg = NULL,
+               *mesh = NULL;
     df_decompose_opts_t o;
     df_decompose_opts_default(&o);
     int threads = 1, quiet = 0, model_rest = 0, k_given = 0;
@@ -533,6 +615,7 @@ int cmd_decompose(int argc, char **argv)
             k_given = 1;
         }
         else if (!strcmp(a, "--export-glb") && more) glb = argv[++i];
+        else if (!strcmp(a, "--mesh") && more) mesh = argv[++i];
         else if (!strcmp(a, "--skeleton") && more) skel_arg = argv[++i];
         else if (!strcmp(a, "--iters") && more) o.max_iterations = (int)strtol(argv[++i], &end, 10);
         else if (!strcmp(a, "--threads") && more) threads = (int)strtol(argv[++i], &end, 10);
@@ -580,6 +663,11 @@ int cmd_decompose(int argc, char **argv)
                         "animates translation, rotation and scale, not shear or reflection)\n");
         return 2;
     }
+    if (mesh && !ends_with(input, ".mdd") && !ends_with(input, ".pc2")) {
+        fprintf(stderr, "deform decompose: --mesh gives the triangles of a point cache (.mdd, "
+                        ".pc2); '%s' brings its own\n", input);
+        return 2;
+    }
     if (glb && !k_given) o.max_influences = 4; /* what engines and three.js skin with */
     if (o.n_bones < 1) { fprintf(stderr, "deform decompose: --bones B (>= 1) is required\n"); return 2; }
     if (threads < 1 || threads > 64) { fprintf(stderr, "deform decompose: --threads must be 1..64\n"); return 2; }
@@ -609,6 +697,8 @@ int cmd_decompose(int argc, char **argv)
         else rc = read_meshdir(input, &s, &err);
     } else if (ends_with(input, ".md2")) {
         rc = read_md2(input, &s, &err);
+    } else if (ends_with(input, ".mdd") || ends_with(input, ".pc2")) {
+        rc = read_cache(input, fps, mesh, &s, &err);
     } else if (stat(input, &sb) == 0) {
         snprintf(tmpdir, sizeof tmpdir, "/tmp/deform-decompose-XXXXXX");
         if (!mkdtemp(tmpdir)) {
