@@ -37,6 +37,7 @@
 #include "cache_read.h"
 #include "glb_write.h"
 #include "import.h"
+#include "md3_read.h"
 
 #include <assimp/cimport.h>
 #include <assimp/config.h>
@@ -72,7 +73,8 @@ static int usage(void)
             "         [--quiet]\n"
             "  INPUT: raw .safetensors (frames [F,N,3] F32, triangles [T,3] I32), a model\n"
             "         (REPO/NAME or model .safetensors), an .md2, a directory of per-frame\n"
-            "         meshes (e.g. OBJ), a point cache (.mdd, .pc2; triangles from --mesh),\n"
+            "         meshes (e.g. OBJ), an .md3 (every frame), a point cache (.mdd, .pc2;\n"
+            "         triangles from --mesh),\n"
             "         or any asset deform import reads\n");
     return 2;
 }
@@ -697,6 +699,14 @@ int cmd_decompose(int argc, char **argv)
         else rc = read_meshdir(input, &s, &err);
     } else if (ends_with(input, ".md2")) {
         rc = read_md2(input, &s, &err);
+    } else if (ends_with(input, ".md3")) {
+        df__md3_t m3;
+        rc = df__md3_read(input, fps, &m3, &err);
+        if (!rc) {
+            s.F = m3.F; s.N = m3.N; s.T = m3.T;
+            s.frames = m3.frames; s.tris = m3.tris; s.times = m3.times;
+            snprintf(s.source, sizeof s.source, "%s", m3.source);
+        }
     } else if (ends_with(input, ".mdd") || ends_with(input, ".pc2")) {
         rc = read_cache(input, fps, mesh, &s, &err);
     } else if (stat(input, &sb) == 0) {
