@@ -6,7 +6,7 @@
  * 1. A file of S MiB (default 256: one F32 tensor, like morph_deltas) is
  *    written with df_st_writer; then, page cache warm, we time
  *      - baseline: open + read() of the whole file into a fresh buffer,
- *      - df_st_open (mmap path, validation + finiteness scan),
+ *      - df_st_open (read into huge pages, validation + finiteness scan),
  *      - df_st_parse from memory (copy into an aligned buffer + validation).
  * 2. f32 -> f16 and f16 -> f32 over 16 M values: df_f32_to_f16/df_f16_to_f32
  *    per value and the array forms df_*_n, versus the compiler's vectorised
@@ -122,7 +122,7 @@ int main(int argc, char **argv)
     double gb = g_size / 1e9;
     printf("file %.1f MiB (%s)\n", g_size / 1048576.0, path);
     printf("  read() baseline     %7.1f ms  %5.2f GB/s\n", tr * 1e3, gb / tr);
-    printf("  df_st_open (mmap)   %7.1f ms  %5.2f GB/s  (%.2fx read)\n", to * 1e3,
+    printf("  df_st_open (read)   %7.1f ms  %5.2f GB/s  (%.2fx read)\n", to * 1e3,
            gb / to, to / tr);
     printf("  df_st_parse (copy)  %7.1f ms  %5.2f GB/s  (%.2fx read)\n", tp * 1e3,
            gb / tp, tp / tr);

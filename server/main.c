@@ -17,6 +17,7 @@
 #include "job.h"
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +33,16 @@ int df__sock_start_from_config(df_server_t *s, const df_config_t *cfg, int *port
                                df_error_t *err) __attribute__((weak));
 void df__sock_quiesce(void) __attribute__((weak));
 void df__sock_stop(void) __attribute__((weak));
+
+static pthread_t g_main_thread;
+
+/* Runs on a thread that does not block the signal (see main). */
+static void forward_signal(int sig)
+{
+    int e = errno;
+    pthread_kill(g_main_thread, sig);
+    errno = e;
+}
 
 static void usage(FILE *f)
 {
@@ -167,6 +178,22 @@ int main(int argc, char **argv)
     sigaddset(&set, SIGHUP);
     sigaddset(&set, SIGPIPE);
     pthread_sigmask(SIG_BLOCK, &set, NULL);
+    /* Threads started before main (OpenBLAS's pool, by its library
+     * constructor) do not block them: a SIGHUP that arrives while the main
+     * thread is busy outside sigwait (a rescan) went to such a thread and
+     * its default action ended the daemon. Handlers that hand the signal
+     * to the main thread, where it waits for the next sigwait. */
+    g_main_thread = pthread_self();
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = forward_signal;
+    sa.sa_flags = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+    sa.sa_handler = SIG_IGN;
+    sigaction(SIGPIPE, &sa, NULL);
 
     df__log("starting %s: repository %s, %d workers, admin API %s", DF_VERSION, cfg.repository,
             cfg.workers, cfg.token[0] ? "enabled (token set)" : "disabled (no token)");

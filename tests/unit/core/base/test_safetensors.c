@@ -19,6 +19,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <dirent.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -696,6 +701,117 @@ static void test_large_mmap(void)
     free(v);
 }
 
+/* A model file rewritten in place (truncated, then written again) while it
+ * is being opened: every open must either return exactly the file's
+ * content or be refused with a message — never crash. A reader that maps
+ * the file dies of SIGBUS when the truncation removes pages it then
+ * touches, so the opens run in a child process and the parent checks
+ * that it exited normally. The rewriter runs on a second thread for at
+ * most ~1.5 s. */
+typedef struct {
+    const char *path;
+    const unsigned char *bytes;
+    size_t n;
+    volatile int stop;
+    int rewrites;
+} rewriter_t;
+
+static void *rewrite_loop(void *arg)
+{
+    rewriter_t *rw = arg;
+    while (!rw->stop) {
+        int fd = open(rw->path, O_WRONLY | O_TRUNC);
+        if (fd < 0) break;
+        size_t off = 0;
+        while (off < rw->n) { /* in 256 KiB pieces, as a copy would */
+            size_t k = rw->n - off < (256u << 10) ? rw->n - off : (256u << 10);
+            ssize_t w = write(fd, rw->bytes + off, k);
+            if (w <= 0) break;
+            off += (size_t)w;
+        }
+        close(fd);
+        rw->rewrites++;
+        usleep(3000); /* a complete file now and then */
+    }
+    return NULL;
+}
+
+static void test_rewrite_while_open(void)
+{
+    char path[1200];
+    snprintf(path, sizeof path, "%s/rewrite.safetensors", outdir);
+    size_t n = 2 * 1000 * 1000; /* 8 MB of F32: the large-file path */
+    float *v = malloc(n * sizeof *v);
+    for (size_t i = 0; i < n; i++) v[i] = (float)(i % 4093) * 0.25f;
+    int64_t sh = (int64_t)n;
+    df_st_writer_t *w = df_st_writer_new();
+    DF_CHECK(df_st_writer_add(w, "big", DF_DT_F32, 1, &sh, v) == DF_OK);
+    df_error_t e = {0};
+    DF_CHECK(df_st_writer_save(w, path, &e) == DF_OK);
+    df_st_writer_free(&w);
+    FILE *f = fopen(path, "rb");
+    DF_CHECK(f != NULL);
+    if (!f) { free(v); return; }
+    fseek(f, 0, SEEK_END);
+    size_t fl = (size_t)ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *bytes = malloc(fl);
+    DF_CHECK(fread(bytes, 1, fl, f) == fl);
+    fclose(f);
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        rewriter_t rw = {path, bytes, fl, 0, 0};
+        pthread_t th;
+        pthread_create(&th, NULL, rewrite_loop, &rw);
+        int ok = 0, refused = 0, bad = 0;
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        for (int it = 0; it < 400; it++) {
+            df_st_t *st = NULL;
+            df_error_t e2 = {0};
+            int rc = df_st_open(path, NULL, &st, &e2);
+            if (rc == DF_OK) {
+                const df_tensor_t *t = df_st_find(st, "big");
+                if (t && t->nbytes == n * 4 && !memcmp(t->data, v, n * 4)) ok++;
+                else {
+                    bad++;
+                    fprintf(stderr, "open returned OK with other content\n");
+                }
+            } else if (rc < 0 && e2.msg[0] && strstr(e2.msg, path)) {
+                refused++;
+            } else {
+                bad++;
+                fprintf(stderr, "refusal without a message naming the file: %d '%s'\n", rc,
+                        e2.msg);
+            }
+            df_st_close(&st);
+            clock_gettime(CLOCK_MONOTONIC, &t1);
+            if ((t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9 > 1.5) break;
+        }
+        rw.stop = 1;
+        pthread_join(th, NULL);
+        fprintf(stderr, "rewrite_while_open: %d opens ok, %d refused, %d rewrites\n", ok,
+                refused, rw.rewrites);
+        fflush(NULL);
+        _exit(bad ? 3 : 0);
+    }
+    int status = 0;
+    DF_CHECK(pid > 0 && waitpid(pid, &status, 0) == pid);
+    DF_CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+                 "child %s %d (SIGBUS is %d)", WIFSIGNALED(status) ? "killed by signal" : "exit",
+                 WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status), SIGBUS);
+    /* the file, written whole again, opens */
+    f = fopen(path, "wb");
+    DF_CHECK(f && fwrite(bytes, 1, fl, f) == fl);
+    if (f) fclose(f);
+    df_st_t *st = NULL;
+    DF_CHECK_MSG(df_st_open(path, NULL, &st, &e) == DF_OK, "%s", e.msg);
+    df_st_close(&st);
+    free(bytes);
+    free(v);
+}
+
 /* Cutting a valid file anywhere must be refused, never crash. */
 static void test_truncations(void)
 {
@@ -863,6 +979,7 @@ int main(void)
     DF_RUN(test_roundtrip_all_dtypes);
     DF_RUN(test_writer_layout);
     DF_RUN(test_large_mmap);
+    DF_RUN(test_rewrite_while_open);
     DF_RUN(test_truncations);
     DF_RUN(test_mutations);
     DF_RUN(test_require);
