@@ -57,6 +57,7 @@ static void rt_destroy(void *impl)
     free(r->rigid_w);
     free(r->G);
     free(r->L);
+    free(r->Ginv);
     free(r);
 }
 
@@ -106,7 +107,7 @@ static int read_options(df__rt_t *r, const df_st_t *st, const char *params,
     const char *s;
     r->bounds = DF_RT_UNIT;
     r->clamp = 1;
-    r->iters = 2;
+    r->iters = 1;
     r->rigid_fix = 1;
     r->lambda = 0.0;
     if ((s = df_st_meta(st, "rigid_correction"))) {
@@ -326,6 +327,20 @@ static int load_markers(df__rt_t *r, const df_st_t *st, const char *const *src_n
                   "'marker_lambda' (now %g)",
                   (long long)(bad - 1), src_names[bad - 1],
                   r->rigid_fix ? " and rigid motions" : "", r->lambda);
+    /* G^-1 (float), for the batch's unconstrained solutions: the warm start
+     * of the bounded solves */
+    r->Ginv = malloc((size_t)(m * m) * sizeof(float));
+    double *col = malloc((size_t)m * sizeof(double));
+    if (!r->Ginv || !col) {
+        free(col);
+        return E_(DF_ENOMEM, "out of memory");
+    }
+    for (int64_t j = 0; j < m; j++) {
+        for (int64_t i = 0; i < m; i++) col[i] = i == j;
+        df__rt_chol_solve(r->L, m, col);
+        for (int64_t i = 0; i < m; i++) r->Ginv[j * m + i] = (float)col[i];
+    }
+    free(col);
     /* KKT tolerance: freeing variable i would lower the residual norm by
      * g_i / sqrt(G_ii); below 1e-5 of the markers' extent it is rounding */
     for (int64_t i = 0; i < m; i++) r->tol[i] = 1e-5 * diag * sqrt(r->G[i * m + i]);
@@ -458,7 +473,7 @@ static size_t rt_scratch_bytes(const df_model_t *m, int n)
     size_t db = r->K ? df__rt_bvls_work(r->Ms) + 2 * Ms + 16 : 0;
     size_t ptr = 3 * B + 8;
     return (al16(df_kind_rigged.scratch_bytes(r->target, n)) + 64) + fl * sizeof(float) +
-           db * sizeof(double) + ptr * sizeof(void *) + B * sizeof(int32_t) + 256;
+           db * sizeof(double) + ptr * sizeof(void *) + B * sizeof(int32_t) + B * Ms + 256;
 }
 
 static const float *pose_in(const df_batch_t *b, int idx, int p)
@@ -520,6 +535,7 @@ static int rt_evaluate(const df_model_t *m, const df_batch_t *b, void *scratch,
     const float **pin = (const float **)d;
     float **ppos = (float **)(pin + B), **pnrm = ppos + B;
     int32_t *mk = (int32_t *)(pnrm + B); /* pose index of each marker pose */
+    uint8_t *sets = (uint8_t *)(mk + B);  /* [nm, Ms] active sets */
 
     /* 1. validate every pose before anything is written */
     int nm = 0;
@@ -551,7 +567,7 @@ static int rt_evaluate(const df_model_t *m, const df_batch_t *b, void *scratch,
             const float *x = pose_in(b, r->in_mk, mk[q]);
             const float *ref = it == 0 ? r->rest : Yref + (size_t)q * K3;
             double R[9], t[3];
-            if (df__rt_rigid_align(x, ref, r->rigid_w, K, R, t))
+            if (df__rt_rigid_align(x, ref, r->rigid_w, K, 0, R, t))
                 return E_(DF_EINVAL, "pose %d: input 'markers': rigid alignment failed "
                                      "(degenerate marker set)", mk[q]);
             float *y = Y + (size_t)q * K3;
@@ -563,9 +579,19 @@ static int rt_evaluate(const df_model_t *m, const df_batch_t *b, void *scratch,
             }
         }
         gemm(1, (int)Ms, nm, (int)K3, r->At, (int)K3, Y, RHS);
+        if (it == 0 && r->bounds != DF_RT_NONE) {
+            /* warm start: the sets of the unconstrained solutions G^-1 b,
+             * one GEMM for the batch */
+            gemm(0, (int)Ms, nm, (int)Ms, r->Ginv, (int)Ms, RHS, Wm);
+            for (size_t i = 0; i < (size_t)Ms * nm; i++)
+                sets[i] = Wm[i] <= 0.0f                                 ? DF_RT_AT_LO
+                          : r->bounds == DF_RT_UNIT && Wm[i] >= 1.0f ? DF_RT_AT_HI
+                                                                       : DF_RT_FREE;
+        }
         for (int q = 0; q < nm; q++) {
             for (int64_t i = 0; i < Ms; i++) bw[i] = RHS[(size_t)q * Ms + i];
-            df__rt_bvls(r->G, r->L, bw, Ms, r->bounds, r->tol, ww, work);
+            /* later rounds start from the previous round's sets */
+            df__rt_bvls(r->G, r->L, bw, Ms, r->bounds, r->tol, sets + (size_t)q * Ms, ww, work);
             for (int64_t i = 0; i < Ms; i++) Wm[(size_t)q * Ms + i] = (float)ww[i];
         }
         if (it + 1 < r->iters) {

@@ -27,8 +27,8 @@ typedef struct df__rt {
     float *rest;         /* [K,3] marker rest positions */
     float *rigid_w;      /* [K] alignment weights, sum 1 */
     double *G;           /* [Ms,Ms] A'A + lambda I, row-major */
-    double *L;           /* [Ms,Ms] its Cholesky factor (lower), for
-                          * DF_RT_NONE */
+    double *L;           /* [Ms,Ms] its Cholesky factor (lower) */
+    float *Ginv;         /* [Ms,Ms] G^-1 (symmetric), for warm starts */
     float *At;           /* [Ms,K,3]: A with the infinitesimal rigid motions
                           * at the rest markers projected out (the right-hand
                           * sides use it), or A itself */
@@ -38,7 +38,7 @@ typedef struct df__rt {
     int rigid_fix;       /* 1: solve for a small rigid correction too */
     df__rt_bounds_t bounds;
     int clamp;           /* 1: target weights clamped to [0,1] */
-    int iters;           /* alignment / solve rounds (1..10) */
+    int iters;           /* alignment / solve rounds (1..10, default 1) */
     /* input / output indices (-1: absent) */
     int in_w, in_mk;
     int out_pos, out_nrm, out_tw, out_sw;
@@ -50,19 +50,30 @@ typedef struct df__rt {
  *     min 1/2 w'Gw - b'w   subject to lo <= w_i <= hi
  * with (lo, hi) = (0, 1) for DF_RT_UNIT, (0, inf) for DF_RT_NONNEG, and no
  * bounds for DF_RT_NONE (then L, the Cholesky factor of G, is used).
- * Active set (bounded-variable least squares, Stark & Parker 1995, on the
- * normal equations): variables start at the lower bound; each outer
- * iteration frees the bound variable that violates its KKT condition most,
- * then solves the free subproblem by Cholesky, stepping back to the first
- * bound crossed until the free solution is feasible. Stops when every
- * bound variable's KKT condition holds within its tolerance (g_i <= tol_i at
- * 0, g_i >= -tol_i at 1, g = b - Gw; free variables have g_i = 0 from their
- * solve) or after 3m + 10 outer iterations.
+ *
+ * state_io NULL (cold start): an active-set method (bounded-variable least
+ * squares, Stark & Parker 1995, on the normal equations): variables start
+ * at 0; each outer iteration frees the bound variable that violates its
+ * KKT condition most (relative to its tolerance), then solves the free
+ * subproblem by Cholesky, stepping back to the first bound crossed until the
+ * free solution is feasible.
+ * state_io given (warm start: DF_RT_AT_LO / AT_HI / FREE per variable, e.g.
+ * from the signs of the unconstrained solution or a previous solve): first
+ * up to 8 rounds of the primal-dual active-set method from those sets;
+ * when they do not settle, w is projected onto the box and the active-set
+ * method above continues from it. On return state_io holds the final sets.
+ *
+ * Stops when every bound variable's KKT condition holds within its
+ * tolerance (g_i <= tol_i at 0, g_i >= -tol_i at 1, g = b - Gw; free
+ * variables solve g_i = 0) or after 3m + 10 outer iterations.
  * G: [m,m] row-major SPD; tol: [m]; w: OUT [m]; work: df__rt_bvls_work(m)
- * doubles. Returns the number of outer iterations. */
+ * doubles. Returns the number of active-set iterations (0: the primal-dual
+ * rounds settled). */
+enum { DF_RT_AT_LO = 0, DF_RT_AT_HI = 1, DF_RT_FREE = 2 };
 size_t df__rt_bvls_work(int64_t m);
 int df__rt_bvls(const double *G, const double *L, const double *b, int64_t m,
-                df__rt_bounds_t bounds, const double *tol, double *w, double *work);
+                df__rt_bounds_t bounds, const double *tol, uint8_t *state_io, double *w,
+                double *work);
 
 /* Cholesky G = L L' (lower, row-major, m x m) in double. Returns 0, or the
  * 1-based index of the first pivot <= min_pivot (not positive definite). */
@@ -75,9 +86,10 @@ void df__rt_chol_solve(const double *L, int64_t m, double *x);
  * sum_i w_i |R x_i + t - y_i|^2, R a proper rotation. x, y: [K,3].
  * R: OUT row-major 3x3, t: OUT [3]. Returns 0, or -1 when the weighted
  * points x (or y) are collinear or coincident: the second largest
- * eigenvalue of their scatter below 1e-10 of the largest. */
+ * eigenvalue of their scatter below 1e-10 of the largest (checked only
+ * when check is set: the kind checks each pose's markers once). */
 int df__rt_rigid_align(const float *x, const float *y, const float *w,
-                       int64_t K, double R[9], double t[3]);
+                       int64_t K, int check, double R[9], double t[3]);
 
 /* 1 when K points are collinear or coincident (as above), else 0. */
 int df__rt_degenerate(const float *x, const float *w, int64_t K);

@@ -54,130 +54,236 @@ void df__rt_chol_solve(const double *L, int64_t m, double *x)
 
 /* ------------------------------------------------------------ bounded LS */
 
-enum { AT_LO = 0, AT_HI = 1, FREE = 2 };
-
 size_t df__rt_bvls_work(int64_t m)
 {
     /* g, z, r: 3m; Gff, Lff: 2m^2; state, tried, free index: 3m bytes/ints */
     return (size_t)(3 * m + 2 * m * m) + (size_t)(m * 2 + 7) / 8 + (size_t)(m + 1) / 2 + 4;
 }
 
+typedef struct bv {
+    const double *G, *b, *tol;
+    int64_t m;
+    double hi;
+    double *w, *g, *z, *r, *Gff, *Lff;
+    uint8_t *state, *tried;
+    int32_t *F;
+} bv_t;
+
+/* z = the solution of the free variables' equations with the bound ones
+ * at their bounds; F, *nf: the free variables. -1 when the free block is
+ * not positive definite (rounding on a near-singular G). */
+static int solve_free(bv_t *s, int64_t *nf_out)
+{
+    const int64_t m = s->m;
+    int64_t nf = 0;
+    for (int64_t i = 0; i < m; i++)
+        if (s->state[i] == DF_RT_FREE) s->F[nf++] = (int32_t)i;
+    *nf_out = nf;
+    if (nf == 0) return 0;
+    for (int64_t a = 0; a < nf; a++) {
+        const double *Gi = s->G + (int64_t)s->F[a] * m;
+        double v = s->b[s->F[a]];
+        if (s->hi < INFINITY)
+            for (int64_t j = 0; j < m; j++)
+                if (s->state[j] == DF_RT_AT_HI) v -= Gi[j] * s->hi;
+        s->r[a] = v;
+        for (int64_t c = 0; c < nf; c++) s->Gff[a * nf + c] = Gi[s->F[c]];
+    }
+    if (df__rt_cholesky(s->Gff, nf, 0.0, s->Lff)) return -1;
+    memcpy(s->z, s->r, (size_t)nf * sizeof(double));
+    df__rt_chol_solve(s->Lff, nf, s->z);
+    return 0;
+}
+
+/* g = b - G w over the non-zero w */
+static void gradient(bv_t *s)
+{
+    const int64_t m = s->m;
+    memcpy(s->g, s->b, (size_t)m * sizeof(double));
+    for (int64_t j = 0; j < m; j++) {
+        if (s->w[j] == 0.0) continue;
+        const double wj = s->w[j];
+        for (int64_t i = 0; i < m; i++) s->g[i] -= s->G[i * m + j] * wj;
+    }
+}
+
+/* The active-set inner loop: from a feasible w, move to the free
+ * subproblem's solution, stepping back to the first bound crossed and
+ * fixing the variables that reach a bound, until the free solution is
+ * feasible. best: the variable just freed (-1: none). Returns 1 when w
+ * moved, 0 when not, -1 when best was put back (it would leave at once). */
+static int inner(bv_t *s, int64_t best, uint8_t was)
+{
+    const int64_t m = s->m;
+    const double hi = s->hi;
+    double *w = s->w, *z = s->z;
+    int progress = 0;
+    for (int it = 0; it <= m; it++) {
+        int64_t nf;
+        if (solve_free(s, &nf)) {
+            if (best >= 0 && it == 0) {
+                s->state[best] = was;
+                return -1;
+            }
+            return progress;
+        }
+        if (nf == 0) return progress;
+        double alpha = 1.0;
+        int64_t amin = -1;
+        for (int64_t a = 0; a < nf; a++) {
+            double wk = w[s->F[a]], zk = z[a], t;
+            if (zk < 0.0) {
+                t = wk / (wk - zk);
+                if (t < alpha) alpha = t, amin = a;
+            } else if (zk > hi) {
+                t = (hi - wk) / (zk - wk);
+                if (t < alpha) alpha = t, amin = a;
+            }
+        }
+        if (alpha >= 1.0) {
+            for (int64_t a = 0; a < nf; a++) w[s->F[a]] = z[a];
+            return 1;
+        }
+        if (it == 0 && best >= 0 && alpha <= 0.0) {
+            /* the variable just freed would leave at once (a numerical
+             * tie): put it back */
+            int64_t k;
+            for (k = 0; k < nf && s->F[k] != best; k++) {}
+            if (k < nf && (z[k] <= 0.0 || z[k] >= hi)) {
+                s->state[best] = was;
+                return -1;
+            }
+        }
+        if (alpha < 0.0) alpha = 0.0;
+        for (int64_t a = 0; a < nf; a++) {
+            int64_t k = s->F[a];
+            double wn = w[k] + alpha * (z[a] - w[k]);
+            /* variables that reached a bound leave the free set (the one
+             * that set alpha in any case, so the loop ends even when
+             * rounding lands it a hair inside) */
+            if (z[a] < 0.0 && (a == amin || wn <= 1e-14 * (1.0 + fabs(w[k])))) {
+                w[k] = 0.0;
+                s->state[k] = DF_RT_AT_LO;
+            } else if (z[a] > hi && (a == amin || wn >= hi - 1e-14)) {
+                w[k] = hi;
+                s->state[k] = DF_RT_AT_HI;
+            } else {
+                w[k] = wn;
+            }
+        }
+        progress = 1;
+    }
+    return progress;
+}
+
+/* Primal-dual active set (Hintermueller, Ito & Kunisch 2002) from the
+ * given sets: solve with the sets, move violated primal variables to their
+ * bound and bound variables with a wrong-signed gradient to the free set.
+ * Returns 1 when the KKT conditions hold (w is the answer), 0 when it did
+ * not settle within `rounds` (w is then left infeasible: the caller
+ * projects it and goes on with the active-set loop). */
+static int pdas(bv_t *s, int rounds)
+{
+    const int64_t m = s->m;
+    const double hi = s->hi;
+    for (int it = 0; it < rounds; it++) {
+        int64_t nf;
+        if (solve_free(s, &nf)) return 0;
+        for (int64_t i = 0; i < m; i++)
+            s->w[i] = s->state[i] == DF_RT_AT_HI ? hi : 0.0;
+        for (int64_t a = 0; a < nf; a++) s->w[s->F[a]] = s->z[a];
+        gradient(s);
+        int changed = 0;
+        for (int64_t i = 0; i < m; i++) {
+            uint8_t st = s->state[i];
+            if (st == DF_RT_FREE) {
+                if (s->w[i] < 0.0) st = DF_RT_AT_LO;
+                else if (s->w[i] > hi) st = DF_RT_AT_HI;
+            } else if (st == DF_RT_AT_LO) {
+                if (s->g[i] > s->tol[i]) st = DF_RT_FREE;
+            } else if (s->g[i] < -s->tol[i]) {
+                st = DF_RT_FREE;
+            }
+            changed |= st != s->state[i];
+            s->state[i] = st;
+        }
+        if (!changed) return 1;
+    }
+    return 0;
+}
+
 int df__rt_bvls(const double *G, const double *L, const double *b, int64_t m,
-                df__rt_bounds_t bounds, const double *tol, double *w, double *work)
+                df__rt_bounds_t bounds, const double *tol, uint8_t *state_io, double *w,
+                double *work)
 {
     if (bounds == DF_RT_NONE) {
         memcpy(w, b, (size_t)m * sizeof(double));
         df__rt_chol_solve(L, m, w);
         return 1;
     }
-    const double hi = bounds == DF_RT_UNIT ? 1.0 : INFINITY;
-    double *g = work, *z = g + m, *r = z + m, *Gff = r + m, *Lff = Gff + m * m;
-    uint8_t *state = (uint8_t *)(Lff + m * m), *tried = state + m;
-    int32_t *F = (int32_t *)(((uintptr_t)(tried + m) + 3) & ~(uintptr_t)3);
-    for (int64_t i = 0; i < m; i++) {
-        w[i] = 0.0;
-        state[i] = AT_LO;
-        tried[i] = 0;
+    bv_t s;
+    s.G = G, s.b = b, s.tol = tol, s.m = m, s.w = w;
+    s.hi = bounds == DF_RT_UNIT ? 1.0 : INFINITY;
+    s.g = work, s.z = s.g + m, s.r = s.z + m, s.Gff = s.r + m, s.Lff = s.Gff + m * m;
+    s.state = (uint8_t *)(s.Lff + m * m), s.tried = s.state + m;
+    s.F = (int32_t *)(((uintptr_t)(s.tried + m) + 3) & ~(uintptr_t)3);
+    memset(s.tried, 0, (size_t)m);
+    int warm = 0;
+    if (state_io) {
+        for (int64_t i = 0; i < m; i++) {
+            uint8_t st = state_io[i];
+            s.state[i] = st == DF_RT_AT_HI && s.hi == INFINITY ? DF_RT_AT_LO
+                         : st <= DF_RT_FREE                    ? st
+                                                               : DF_RT_AT_LO;
+        }
+        if (pdas(&s, 8)) {
+            memcpy(state_io, s.state, (size_t)m);
+            return 0;
+        }
+        /* project onto the box and continue from there */
+        for (int64_t i = 0; i < m; i++) {
+            if (s.state[i] == DF_RT_AT_LO || w[i] <= 0.0) {
+                w[i] = 0.0;
+                s.state[i] = DF_RT_AT_LO;
+            } else if (s.state[i] == DF_RT_AT_HI || w[i] >= s.hi) {
+                w[i] = s.hi;
+                s.state[i] = DF_RT_AT_HI;
+            }
+        }
+        warm = 1;
+    } else {
+        for (int64_t i = 0; i < m; i++) {
+            w[i] = 0.0;
+            s.state[i] = DF_RT_AT_LO;
+        }
     }
+    if (warm) inner(&s, -1, 0);
     const int64_t max_outer = 3 * m + 10;
     int64_t outer;
     for (outer = 0; outer < max_outer; outer++) {
-        /* g = b - G w over the non-zero w */
-        memcpy(g, b, (size_t)m * sizeof(double));
-        for (int64_t j = 0; j < m; j++) {
-            if (w[j] == 0.0) continue;
-            const double wj = w[j];
-            for (int64_t i = 0; i < m; i++) g[i] -= G[i * m + j] * wj;
-        }
+        gradient(&s);
         /* the most violated KKT condition, relative to its tolerance */
         int64_t best = -1;
         double bv = 1.0;
         for (int64_t i = 0; i < m; i++) {
-            if (state[i] == FREE || tried[i]) continue;
-            double v = (state[i] == AT_LO ? g[i] : -g[i]) / tol[i];
+            if (s.state[i] == DF_RT_FREE || s.tried[i]) continue;
+            double v = (s.state[i] == DF_RT_AT_LO ? s.g[i] : -s.g[i]) / tol[i];
             if (v > bv) {
                 bv = v;
                 best = i;
             }
         }
         if (best < 0) break; /* KKT conditions hold */
-        const uint8_t was = state[best];
-        state[best] = FREE;
-        int progress = 0;
-        for (int inner = 0; inner <= m; inner++) {
-            int64_t nf = 0;
-            for (int64_t i = 0; i < m; i++)
-                if (state[i] == FREE) F[nf++] = (int32_t)i;
-            if (nf == 0) break;
-            for (int64_t a = 0; a < nf; a++) {
-                const double *Gi = G + (int64_t)F[a] * m;
-                double s = b[F[a]];
-                if (hi < INFINITY)
-                    for (int64_t j = 0; j < m; j++)
-                        if (state[j] == AT_HI) s -= Gi[j] * hi;
-                r[a] = s;
-                for (int64_t c = 0; c < nf; c++) Gff[a * nf + c] = Gi[F[c]];
-            }
-            if (df__rt_cholesky(Gff, nf, 0.0, Lff)) {
-                /* cannot happen for SPD G; numerically: give up on the
-                 * newly freed variable */
-                state[best] = was;
-                tried[best] = 1;
-                break;
-            }
-            memcpy(z, r, (size_t)nf * sizeof(double));
-            df__rt_chol_solve(Lff, nf, z);
-            /* the first bound crossed on the way from w to z */
-            double alpha = 1.0;
-            int64_t amin = -1;
-            for (int64_t a = 0; a < nf; a++) {
-                double wk = w[F[a]], zk = z[a], s;
-                if (zk < 0.0) {
-                    s = wk / (wk - zk);
-                    if (s < alpha) alpha = s, amin = a;
-                } else if (zk > hi) {
-                    s = (hi - wk) / (zk - wk);
-                    if (s < alpha) alpha = s, amin = a;
-                }
-            }
-            if (alpha >= 1.0) {
-                for (int64_t a = 0; a < nf; a++) w[F[a]] = z[a];
-                progress = 1;
-                break;
-            }
-            if (inner == 0 && alpha <= 0.0) {
-                /* the variable just freed would leave at once (a numerical
-                 * tie): put it back and do not pick it again until w moves */
-                int64_t k;
-                for (k = 0; k < nf && F[k] != best; k++) {}
-                if (k < nf && (z[k] <= 0.0 || z[k] >= hi)) {
-                    state[best] = was;
-                    tried[best] = 1;
-                    break;
-                }
-            }
-            if (alpha < 0.0) alpha = 0.0;
-            for (int64_t a = 0; a < nf; a++) {
-                int64_t k = F[a];
-                double wn = w[k] + alpha * (z[a] - w[k]);
-                /* variables that reached a bound leave the free set */
-                /* (the variable that set alpha leaves in any case, so the
-                 * loop ends even when rounding lands it a hair inside) */
-                if (z[a] < 0.0 && (a == amin || wn <= 1e-14 * (1.0 + fabs(w[k])))) {
-                    w[k] = 0.0;
-                    state[k] = AT_LO;
-                } else if (z[a] > hi && (a == amin || wn >= hi - 1e-14)) {
-                    w[k] = hi;
-                    state[k] = AT_HI;
-                } else {
-                    w[k] = wn;
-                }
-            }
-            progress = 1;
-        }
-        if (progress) memset(tried, 0, (size_t)m);
+        const uint8_t was = s.state[best];
+        s.state[best] = DF_RT_FREE;
+        int rc = inner(&s, best, was);
+        if (rc < 0)
+            s.tried[best] = 1; /* not again until w moves */
+        else if (rc > 0)
+            memset(s.tried, 0, (size_t)m);
     }
-    return (int)outer;
+    if (state_io) memcpy(state_io, s.state, (size_t)m);
+    return (int)outer + 1;
 }
 
 /* -------------------------------------------------------- rigid alignment */
@@ -249,9 +355,9 @@ int df__rt_degenerate(const float *x, const float *w, int64_t K)
 }
 
 int df__rt_rigid_align(const float *x, const float *y, const float *w,
-                       int64_t K, double R[9], double t[3])
+                       int64_t K, int check, double R[9], double t[3])
 {
-    if (df__rt_degenerate(x, w, K) || df__rt_degenerate(y, w, K)) return -1;
+    if (check && (df__rt_degenerate(x, w, K) || df__rt_degenerate(y, w, K))) return -1;
     double cx[3], cy[3], S[9] = {0};
     centroid(x, w, K, cx);
     centroid(y, w, K, cy);

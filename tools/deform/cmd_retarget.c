@@ -206,7 +206,7 @@ static int map_clone(const float *V, const float *W, int64_t p, int64_t Ms, int6
             for (int64_t k = 0; k < p; k++) s += (double)V[k * Ms + i] * W[k * Mt + t];
             b[i] = s;
         }
-        df__rt_bvls(G, L, b, Ms, nonneg ? DF_RT_NONNEG : DF_RT_NONE, tolv, e, work);
+        df__rt_bvls(G, L, b, Ms, nonneg ? DF_RT_NONNEG : DF_RT_NONE, tolv, NULL, e, work);
         for (int64_t i = 0; i < Ms; i++) E[t * Ms + i] = (float)e[i];
         for (int64_t k = 0; k < p; k++) {
             double s = 0;
@@ -341,7 +341,7 @@ static int cmd_build(int argc, char **argv)
     const char *pv = NULL, *pw = NULL, *markers = NULL, *bounds = "unit", *clamp = "unit";
     const char *rigid = "stable";
     double lambda = 1e-3, mlambda = 1e-3;
-    int iters = 2;
+    int iters = 1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int more = i + 1 < argc;

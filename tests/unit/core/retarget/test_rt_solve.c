@@ -149,7 +149,11 @@ static void test_bvls_exhaustive(void)
         df__rt_cholesky(G, m, 0.0, L);
         double tolv[8];
         for (int i = 0; i < m; i++) tolv[i] = 1e-12 * scale;
-        df__rt_bvls(G, L, b, m, unit ? DF_RT_UNIT : DF_RT_NONNEG, tolv, w, work);
+        /* cold start, or warm from random sets (every third trial) */
+        uint8_t sets[8];
+        for (int i = 0; i < m; i++) sets[i] = (uint8_t)(urand() * 3);
+        df__rt_bvls(G, L, b, m, unit ? DF_RT_UNIT : DF_RT_NONNEG, tolv,
+                    trial % 3 == 2 ? sets : NULL, w, work);
         reference_bvls(G, b, m, unit, ref);
         double fw = objective(G, b, w, m), fr = objective(G, b, ref, m);
         for (int i = 0; i < m; i++) {
@@ -174,7 +178,7 @@ static void test_bvls_none(void)
         for (int i = 0; i < 6; i++) b[i] = nrand();
         DF_CHECK(df__rt_cholesky(G, 6, 0.0, L) == 0);
         double tolv[6] = {1e-12, 1e-12, 1e-12, 1e-12, 1e-12, 1e-12};
-        df__rt_bvls(G, L, b, 6, DF_RT_NONE, tolv, w, work);
+        df__rt_bvls(G, L, b, 6, DF_RT_NONE, tolv, NULL, w, work);
         DF_CHECK(solve_dense(6, G, b, ref));
         for (int i = 0; i < 6; i++) DF_CHECK_NEAR(w[i], ref[i], 1e-8 * (1 + fabs(ref[i])));
     }
@@ -203,8 +207,17 @@ static void test_bvls_face_size(void)
         df__rt_cholesky(G, M, 0.0, L);
         double tol = 1e-10 * scale, tolv[M];
         for (int i = 0; i < M; i++) tolv[i] = tol;
-        int it = df__rt_bvls(G, L, b, M, unit ? DF_RT_UNIT : DF_RT_NONNEG, tolv, w, work);
-        DF_CHECK(it < 3 * M + 10);
+        /* warm from the unconstrained solution's sets on odd trials (as
+         * the kind does), cold otherwise */
+        uint8_t sets[M];
+        double wu[M];
+        memcpy(wu, b, sizeof wu);
+        df__rt_chol_solve(L, M, wu);
+        for (int i = 0; i < M; i++)
+            sets[i] = wu[i] <= 0 ? DF_RT_AT_LO : unit && wu[i] >= 1 ? DF_RT_AT_HI : DF_RT_FREE;
+        int it = df__rt_bvls(G, L, b, M, unit ? DF_RT_UNIT : DF_RT_NONNEG, tolv,
+                             trial % 4 >= 2 ? sets : NULL, w, work);
+        DF_CHECK(it <= 3 * M + 10);
         for (int i = 0; i < M; i++) {
             g[i] = b[i];
             for (int j = 0; j < M; j++) g[i] -= G[i * M + j] * w[j];
@@ -301,7 +314,7 @@ static void test_rigid_align(void)
                 y[3 * i + a] = (float)(Rt[3 * a] * x[3 * i] + Rt[3 * a + 1] * x[3 * i + 1] +
                                        Rt[3 * a + 2] * x[3 * i + 2] + t[a]);
         double R[9], tt[3];
-        DF_CHECK(df__rt_rigid_align(x, y, w, K, R, tt) == 0);
+        DF_CHECK(df__rt_rigid_align(x, y, w, K, 1, R, tt) == 0);
         for (int i = 0; i < 9; i++) DF_CHECK_NEAR(R[i], Rt[i], 2e-5);
         for (int a = 0; a < 3; a++) DF_CHECK_NEAR(tt[a], t[a], 2e-4);
     }
@@ -315,7 +328,7 @@ static void test_rigid_align(void)
         y[3 * i + 2] = x[3 * i + 2];
     }
     double R[9], t[3];
-    DF_CHECK(df__rt_rigid_align(x, y, w, 6, R, t) == 0);
+    DF_CHECK(df__rt_rigid_align(x, y, w, 6, 1, R, t) == 0);
     double det = R[0] * (R[4] * R[8] - R[5] * R[7]) - R[1] * (R[3] * R[8] - R[5] * R[6]) +
                  R[2] * (R[3] * R[7] - R[4] * R[6]);
     DF_CHECK_NEAR(det, 1.0, 1e-9);
@@ -325,7 +338,7 @@ static void test_rigid_align(void)
         for (int a = 0; a < 3; a++) x[3 * i + a] = (float)(i * (a + 1)); /* on a line */
     }
     DF_CHECK(df__rt_degenerate(x, w, 5) == 1);
-    DF_CHECK(df__rt_rigid_align(x, x, w, 5, R, t) == -1);
+    DF_CHECK(df__rt_rigid_align(x, x, w, 5, 1, R, t) == -1);
     for (int i = 0; i < 15; i++) x[i] = 1.5f;
     DF_CHECK(df__rt_degenerate(x, w, 5) == 1);
     for (int i = 0; i < 5; i++) {

@@ -1,0 +1,524 @@
+/* test_kind_retarget.c — the `retarget` kind through df_model_open /
+ * df_model_evaluate, against references computed here in double:
+ *  - source weights: target weights clamp(E w), positions rest + sum tw d;
+ *  - markers: exact markers of a known rigid motion give back the weights;
+ *    noisy markers give the bounded least-squares optimum found by an
+ *    exhaustive enumeration of active sets (with the six rigid-correction
+ *    unknowns always free, or without them);
+ *  - bounds none / nonneg from the config parameters;
+ *  - a mixed batch equals its poses one by one;
+ * and every malformed file and bad pose refused with a message naming it.
+ */
+#include "dftest.h"
+#include "df.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+enum { N = 30, T = 20, MT = 4, MS = 6, K = 10, KS = 4 /* stable markers */ };
+
+static uint64_t rs = 0x2545F4914F6CDD1Dull;
+static double urand(void)
+{
+    rs ^= rs << 13;
+    rs ^= rs >> 7;
+    rs ^= rs << 17;
+    return (double)(rs >> 11) / 9007199254740992.0;
+}
+static double nrand(void)
+{
+    return sqrt(-2 * log(urand() + 1e-300)) * cos(2 * M_PI * urand());
+}
+
+/* the model's data, in float as written */
+static float rest[N * 3], deltas[MT * N * 3], E[MT * MS], mrest[K * 3], A[MS * K * 3], mw[K];
+static int32_t tris[T * 3];
+
+static void make_data(void)
+{
+    for (int i = 0; i < N * 3; i++) rest[i] = (float)(10 * nrand());
+    for (int i = 0; i < MT * N * 3; i++) deltas[i] = (float)nrand();
+    for (int i = 0; i < T * 3; i++) tris[i] = (int32_t)(urand() * N);
+    for (int i = 0; i < MT * MS; i++) E[i] = (float)(-0.5 + 1.5 * urand());
+    for (int i = 0; i < K * 3; i++) mrest[i] = (float)(5 * nrand());
+    /* the first KS markers do not move with any control: they anchor the
+     * head (alignment weight 1, the others 0) */
+    for (int j = 0; j < MS; j++)
+        for (int i = 0; i < K; i++)
+            for (int d = 0; d < 3; d++)
+                A[(j * K + i) * 3 + d] = i < KS ? 0.0f : (float)(0.8 * nrand());
+    for (int i = 0; i < K; i++) mw[i] = i < KS ? 1.0f : 0.0f;
+}
+
+typedef struct knobs {
+    int no_source_names, dup_name, bad_E_shape, deltas_without_rest, dup_marker, collinear,
+        dead_control, bad_bounds, no_target_morphs, no_markers, marker_lambda_zero;
+} knobs_t;
+
+static void write_model(const char *path, const knobs_t *k)
+{
+    df_st_writer_t *w = df_st_writer_new();
+    int64_t sp[2] = {N, 3}, st[2] = {T, 3}, sd[3] = {MT, N, 3}, se[2] = {MT, k->bad_E_shape ? MS - 1 : MS},
+            sr[2] = {K, 3}, sa[3] = {MS, K, 3}, sw[1] = {K};
+    df_st_writer_add(w, "positions", DF_DT_F32, 2, sp, rest);
+    df_st_writer_add(w, "triangles", DF_DT_I32, 2, st, tris);
+    if (!k->no_target_morphs) {
+        df_st_writer_add(w, "morph_deltas", DF_DT_F32, 3, sd, deltas);
+        df_st_writer_meta(w, "morph_names", "[\"t0\",\"t1\",\"t2\",\"t3\"]");
+    }
+    df_st_writer_meta(w, "kind", "retarget");
+    df_st_writer_meta(w, "format_version", "1");
+    if (!k->no_source_names)
+        df_st_writer_meta(w, "source_names", k->dup_name ? "[\"s0\",\"s1\",\"s2\",\"s1\",\"s4\",\"s5\"]"
+                                                         : "[\"s0\",\"s1\",\"s2\",\"s3\",\"s4\",\"s5\"]");
+    if (k->bad_bounds) df_st_writer_meta(w, "bounds", "positive");
+    df_st_writer_meta(w, "marker_lambda", k->marker_lambda_zero ? "0" : "0");
+    float E2[MT * MS];
+    memcpy(E2, E, sizeof E2);
+    df_st_writer_add(w, "retarget/E", DF_DT_F32, 2, se, E2);
+    if (!k->no_markers) {
+        float r2[K * 3], a2[MS * K * 3];
+        memcpy(r2, mrest, sizeof r2);
+        memcpy(a2, A, sizeof a2);
+        if (k->dup_marker) memcpy(r2 + 3 * 7, r2 + 3 * 2, 3 * sizeof(float));
+        if (k->collinear)
+            for (int i = 0; i < K; i++)
+                for (int d = 0; d < 3; d++) r2[3 * i + d] = (float)(i * (d + 1));
+        if (k->dead_control)
+            for (int i = 0; i < K * 3; i++) a2[3 * K * 3 + i] = 0.0f; /* s3 moves nothing */
+        if (!k->deltas_without_rest) df_st_writer_add(w, "retarget/marker_rest", DF_DT_F32, 2, sr, r2);
+        df_st_writer_add(w, "retarget/marker_deltas", DF_DT_F32, 3, sa, a2);
+        df_st_writer_add(w, "retarget/marker_weights", DF_DT_F32, 1, sw, mw);
+    }
+    df_error_t err = {0};
+    int rc = df_st_writer_save(w, path, &err);
+    DF_CHECK_MSG(rc == 0, "%s", err.msg);
+    df_st_writer_free(&w);
+}
+
+static char dir[256];
+static char good[300];
+
+static df_model_t *open_model(const char *params)
+{
+    df_model_t *m = NULL;
+    df_error_t err = {0};
+    int rc = df_model_open(good, "retarget", params, NULL, &m, &err);
+    DF_CHECK_MSG(rc == 0, "%s", err.msg);
+    return m;
+}
+
+/* one pose; in: "w" weights or "x" markers; outputs into the given buffers */
+static int eval1(df_model_t *m, const float *w, const float *x, float *pos, float *nrm, float *tw,
+                 float *sw, df_error_t *err)
+{
+    df_scratch_t *s = df_scratch_new();
+    const float *pw[1] = {w}, *px[1] = {x};
+    float *pp[1] = {pos}, *pn[1] = {nrm}, *pt[1] = {tw}, *ps[1] = {sw};
+    df_batch_t b;
+    memset(&b, 0, sizeof b);
+    b.n = 1;
+    if (w) b.in[df_model_find_input(m, "source_weights")] = pw;
+    if (x) b.in[df_model_find_input(m, "markers")] = px;
+    if (pos) b.out[df_model_find_output(m, "positions")] = pp;
+    if (nrm) b.out[df_model_find_output(m, "normals")] = pn;
+    if (tw) b.out[df_model_find_output(m, "target_weights")] = pt;
+    if (sw) b.out[df_model_find_output(m, "solved_weights")] = ps;
+    int rc = df_model_evaluate(m, &b, s, err);
+    df_scratch_free(&s);
+    return rc;
+}
+
+/* target weights and positions from source weights, in double */
+static void reference_target(const double *ws, double *tw, double *pos)
+{
+    for (int t = 0; t < MT; t++) {
+        double v = 0;
+        for (int j = 0; j < MS; j++) v += (double)E[t * MS + j] * ws[j];
+        tw[t] = v < 0 ? 0 : v > 1 ? 1 : v;
+    }
+    for (int i = 0; i < N * 3; i++) {
+        double v = rest[i];
+        for (int t = 0; t < MT; t++) v += tw[t] * deltas[t * N * 3 + i];
+        pos[i] = v;
+    }
+}
+
+static void test_source_weights(void)
+{
+    df_model_t *m = open_model(NULL);
+    if (!m) return;
+    DF_CHECK(df_model_find_input(m, "markers") >= 0);
+    const char *const *names;
+    DF_CHECK(df_model_names(m, "controls", &names) == MS && !strcmp(names[3], "s3"));
+    DF_CHECK(df_model_names(m, "morphs", &names) == MT && !strcmp(names[2], "t2"));
+    for (int trial = 0; trial < 20; trial++) {
+        float w[MS], pos[N * 3], tw[MT], sw[MS], nrm[N * 3];
+        double wd[MS], twr[MT], pr[N * 3];
+        for (int j = 0; j < MS; j++) wd[j] = w[j] = (float)urand();
+        df_error_t err = {0};
+        int rc = eval1(m, w, NULL, pos, nrm, tw, sw, &err);
+        DF_CHECK_MSG(rc == 0, "%s", err.msg);
+        reference_target(wd, twr, pr);
+        for (int t = 0; t < MT; t++) DF_CHECK_NEAR(tw[t], twr[t], 1e-5);
+        for (int j = 0; j < MS; j++) DF_CHECK(sw[j] == w[j]);
+        for (int i = 0; i < N * 3; i++) DF_CHECK_NEAR(pos[i], pr[i], 1e-4 * (1 + fabs(pr[i])));
+        for (int i = 0; i < N; i++) {
+            double l = sqrt(nrm[3 * i] * nrm[3 * i] + nrm[3 * i + 1] * nrm[3 * i + 1] +
+                            nrm[3 * i + 2] * nrm[3 * i + 2]);
+            DF_CHECK(l < 1e-6 || fabs(l - 1) < 1e-4);
+        }
+    }
+    df_model_unref(&m);
+}
+
+static void random_rigid(double R[9], double t[3])
+{
+    double q[4] = {nrand(), nrand(), nrand(), nrand()}, n = 0;
+    for (int i = 0; i < 4; i++) n += q[i] * q[i];
+    for (int i = 0; i < 4; i++) q[i] /= sqrt(n);
+    double w = q[0], x = q[1], y = q[2], z = q[3];
+    double R0[9] = {1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y),
+                    2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x),
+                    2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)};
+    memcpy(R, R0, sizeof R0);
+    for (int a = 0; a < 3; a++) t[a] = 20 * nrand();
+}
+
+/* markers of source weights w moved by (R, t), plus noise on the moving
+ * markers; y (OUT, may be NULL): the un-moved noisy markers minus rest */
+static void make_markers(const double *w, const double R[9], const double t[3], double noise,
+                         float *x, double *y)
+{
+    for (int i = 0; i < K; i++) {
+        double p[3];
+        for (int d = 0; d < 3; d++) {
+            p[d] = mrest[3 * i + d];
+            for (int j = 0; j < MS; j++) p[d] += w[j] * A[(j * K + i) * 3 + d];
+            if (i >= KS) p[d] += noise * nrand();
+            if (y) y[3 * i + d] = p[d] - mrest[3 * i + d];
+        }
+        for (int a = 0; a < 3; a++)
+            x[3 * i + a] = (float)(R[3 * a] * p[0] + R[3 * a + 1] * p[1] + R[3 * a + 2] * p[2] + t[a]);
+    }
+}
+
+static void test_markers_exact(void)
+{
+    df_model_t *m = open_model(NULL);
+    if (!m) return;
+    for (int trial = 0; trial < 30; trial++) {
+        double w[MS] = {0}, R[9], t[3];
+        for (int k = 0; k < 2; k++) w[(int)(urand() * MS)] = 0.2 + 0.6 * urand();
+        random_rigid(R, t);
+        float x[K * 3], pos[N * 3], tw[MT], sw[MS];
+        make_markers(w, R, t, 0.0, x, NULL);
+        df_error_t err = {0};
+        int rc = eval1(m, NULL, x, pos, NULL, tw, sw, &err);
+        DF_CHECK_MSG(rc == 0, "%s", err.msg);
+        for (int j = 0; j < MS; j++) DF_CHECK_NEAR(sw[j], w[j], 2e-4);
+        double twr[MT], pr[N * 3];
+        reference_target(w, twr, pr);
+        for (int i = 0; i < N * 3; i++) DF_CHECK_NEAR(pos[i], pr[i], 2e-3 * (1 + fabs(pr[i])));
+    }
+    df_model_unref(&m);
+}
+
+/* min |Aw + J th - y|^2, 0 <= w <= hi (hi < 0: no upper bound; nob: no
+ * bounds at all), th free (nj = 6) or absent (nj = 0), by enumeration */
+static void reference_solve(const double *y, int nj, int unit, int nob, double *best_w)
+{
+    enum { NV = MS + 6 };
+    double cols[NV][K * 3];
+    double c[3] = {0, 0, 0};
+    for (int i = 0; i < KS; i++)
+        for (int d = 0; d < 3; d++) c[d] += mrest[3 * i + d] / KS;
+    for (int j = 0; j < MS; j++)
+        for (int k = 0; k < K * 3; k++) cols[j][k] = A[j * K * 3 + k];
+    for (int i = 0; i < K; i++) {
+        double px = mrest[3 * i] - c[0], py = mrest[3 * i + 1] - c[1], pz = mrest[3 * i + 2] - c[2];
+        /* d/d(omega) of omega x p, then translation */
+        double J[3][6] = {{0, pz, -py, 1, 0, 0}, {-pz, 0, px, 0, 1, 0}, {py, -px, 0, 0, 0, 1}};
+        for (int d = 0; d < 3; d++)
+            for (int q = 0; q < 6; q++) cols[MS + q][3 * i + d] = J[d][q];
+    }
+    int nv = MS + nj;
+    long double G[NV][NV], b[NV];
+    for (int a = 0; a < nv; a++) {
+        b[a] = 0;
+        for (int k = 0; k < K * 3; k++) b[a] += (long double)cols[a][k] * y[k];
+        for (int e = 0; e < nv; e++) {
+            G[a][e] = 0;
+            for (int k = 0; k < K * 3; k++) G[a][e] += (long double)cols[a][k] * cols[e][k];
+        }
+    }
+    int states = unit ? 3 : 2;
+    long total = 1;
+    for (int i = 0; i < MS && !nob; i++) total *= states;
+    double bestf = INFINITY;
+    for (long code = 0; code < total; code++) {
+        long cc = code;
+        double w[NV] = {0};
+        int fr[NV], nf = 0;
+        for (int i = 0; i < MS; i++) {
+            int st = nob ? 2 : (int)(cc % states);
+            if (!nob) cc /= states;
+            if (!unit && st == 1) st = 2;
+            w[i] = st == 1 ? 1.0 : 0.0;
+            if (st == 2) fr[nf++] = i;
+        }
+        for (int q = 0; q < nj; q++) fr[nf++] = MS + q;
+        /* solve the free block (Gaussian elimination, long double) */
+        long double M[NV][NV + 1];
+        for (int a = 0; a < nf; a++) {
+            M[a][nf] = b[fr[a]];
+            for (int e = 0; e < nv; e++)
+                if (w[e] != 0) M[a][nf] -= G[fr[a]][e] * w[e];
+            for (int e = 0; e < nf; e++) M[a][e] = G[fr[a]][fr[e]];
+        }
+        int sing = 0;
+        for (int col = 0; col < nf && !sing; col++) {
+            int p = col;
+            for (int r = col + 1; r < nf; r++)
+                if (fabsl(M[r][col]) > fabsl(M[p][col])) p = r;
+            if (fabsl(M[p][col]) < 1e-30L) sing = 1;
+            for (int e = 0; e <= nf; e++) {
+                long double tmp = M[col][e];
+                M[col][e] = M[p][e];
+                M[p][e] = tmp;
+            }
+            for (int r = col + 1; r < nf && !sing; r++) {
+                long double f = M[r][col] / M[col][col];
+                for (int e = col; e <= nf; e++) M[r][e] -= f * M[col][e];
+            }
+        }
+        if (sing) continue;
+        double z[NV];
+        for (int a = nf - 1; a >= 0; a--) {
+            long double s = M[a][nf];
+            for (int e = a + 1; e < nf; e++) s -= M[a][e] * z[e];
+            z[a] = (double)(s / M[a][a]);
+        }
+        int ok = 1;
+        for (int a = 0; a < nf; a++) {
+            if (fr[a] < MS && !nob && (z[a] < -1e-12 || (unit && z[a] > 1 + 1e-12))) ok = 0;
+            w[fr[a]] = z[a];
+        }
+        if (!ok) continue;
+        double f = 0;
+        for (int k = 0; k < K * 3; k++) {
+            double r = -y[k];
+            for (int a = 0; a < nv; a++) r += cols[a][k] * w[a];
+            f += r * r;
+        }
+        if (f < bestf) {
+            bestf = f;
+            memcpy(best_w, w, sizeof(double) * MS);
+        }
+    }
+}
+
+static void test_markers_noisy(void)
+{
+    static const char *const params[] = {
+        NULL,                                                     /* unit, linear */
+        "{\"rigid_correction\": \"none\"}",                       /* unit, no correction */
+        "{\"bounds\": \"nonneg\", \"rigid_correction\": \"none\"}",
+        "{\"bounds\": \"none\", \"rigid_correction\": \"none\"}", /* plain least squares */
+        "{\"bounds\": \"nonneg\"}",
+    };
+    for (size_t v = 0; v < sizeof params / sizeof params[0]; v++) {
+        df_model_t *m = open_model(params[v]);
+        if (!m) return;
+        int nj = params[v] && strstr(params[v], "none\"}") && strstr(params[v], "rigid") ? 0 : 6;
+        int unit = !params[v] || !strstr(params[v], "bounds");
+        int nob = params[v] && strstr(params[v], "\"bounds\": \"none\"");
+        if (nob) unit = 0;
+        double maxd = 0;
+        for (int trial = 0; trial < 25; trial++) {
+            double w[MS] = {0}, R[9], t[3], y[K * 3], ref[MS] = {NAN, NAN, NAN, NAN, NAN, NAN};
+            for (int k = 0; k < 3; k++) w[(int)(urand() * MS)] = 0.1 + 0.9 * urand();
+            random_rigid(R, t);
+            float x[K * 3], sw[MS];
+            make_markers(w, R, t, 0.3, x, y);
+            df_error_t err = {0};
+            int rc = eval1(m, NULL, x, NULL, NULL, NULL, sw, &err);
+            DF_CHECK_MSG(rc == 0, "%s", err.msg);
+            reference_solve(y, nj, unit, nob, ref);
+            for (int j = 0; j < MS; j++) maxd = fmax(maxd, fabs(sw[j] - ref[j]));
+            if (!nob)
+                for (int j = 0; j < MS; j++) DF_CHECK(sw[j] >= 0 && (!unit || sw[j] <= 1));
+        }
+        /* float markers and right-hand sides: 1e-3 of weights of order 1 */
+        DF_CHECK_MSG(maxd < 1e-3, "variant %zu (%s): max |w - reference| = %g", v,
+                     params[v] ? params[v] : "default", maxd);
+        df_model_unref(&m);
+    }
+}
+
+static void test_batch_consistency(void)
+{
+    df_model_t *m = open_model(NULL);
+    if (!m) return;
+    enum { B = 7 };
+    float in_w[B][MS], in_x[B][K * 3], pos[B][N * 3], tw[B][MT];
+    const float *pw[B], *px[B];
+    float *pp[B], *pt[B];
+    for (int p = 0; p < B; p++) {
+        double w[MS], R[9], t[3];
+        for (int j = 0; j < MS; j++) w[j] = in_w[p][j] = (float)urand();
+        random_rigid(R, t);
+        make_markers(w, R, t, 0.1, in_x[p], NULL);
+        pw[p] = p % 3 == 0 ? in_w[p] : NULL;
+        px[p] = p % 3 == 1 ? in_x[p] : NULL; /* p % 3 == 2: neither, the neutral */
+        pp[p] = pos[p];
+        pt[p] = tw[p];
+    }
+    df_batch_t b;
+    memset(&b, 0, sizeof b);
+    b.n = B;
+    b.in[df_model_find_input(m, "source_weights")] = pw;
+    b.in[df_model_find_input(m, "markers")] = px;
+    b.out[df_model_find_output(m, "positions")] = pp;
+    b.out[df_model_find_output(m, "target_weights")] = pt;
+    df_scratch_t *s = df_scratch_new();
+    df_error_t err = {0};
+    DF_CHECK_MSG(df_model_evaluate(m, &b, s, &err) == 0, "%s", err.msg);
+    for (int p = 0; p < B; p++) {
+        float p1[N * 3], t1[MT];
+        DF_CHECK(eval1(m, pw[p], px[p], p1, NULL, t1, NULL, &err) == 0);
+        for (int i = 0; i < N * 3; i++) DF_CHECK_NEAR(pos[p][i], p1[i], 1e-4 * (1 + fabs(p1[i])));
+        for (int q = 0; q < MT; q++) DF_CHECK_NEAR(tw[p][q], t1[q], 1e-5);
+        if (p % 3 == 2)
+            for (int i = 0; i < N * 3; i++) DF_CHECK_NEAR(pos[p][i], rest[i], 1e-5);
+    }
+    df_scratch_free(&s);
+    df_model_unref(&m);
+}
+
+static void expect_load_error(const knobs_t *k, const char *params, int code, const char *needle)
+{
+    char path[300];
+    snprintf(path, sizeof path, "%s/bad.safetensors", dir);
+    write_model(path, k);
+    df_model_t *m = NULL;
+    df_error_t err = {0};
+    int rc = df_model_open(path, "retarget", params, NULL, &m, &err);
+    DF_CHECK_MSG(rc == code, "want %d (%s), got %d: %s", code, needle, rc, err.msg);
+    DF_CHECK_MSG(strstr(err.msg, needle) != NULL, "'%s' not in: %s", needle, err.msg);
+    DF_CHECK(m == NULL);
+    df_model_unref(&m);
+}
+
+static void test_bad_models(void)
+{
+    knobs_t k;
+#define BAD(field, params, code, needle)                                                    \
+    do {                                                                                    \
+        memset(&k, 0, sizeof k);                                                            \
+        k.field = 1;                                                                        \
+        expect_load_error(&k, params, code, needle);                                        \
+    } while (0)
+    BAD(no_source_names, NULL, DF_EFORMAT, "source_names");
+    BAD(dup_name, NULL, DF_EFORMAT, "'s1' appears twice");
+    BAD(bad_E_shape, NULL, DF_EFORMAT, "retarget/E");
+    BAD(deltas_without_rest, NULL, DF_EFORMAT, "marker_rest");
+    BAD(dup_marker, NULL, DF_EFORMAT, "markers 2 and 7 coincide");
+    BAD(collinear, NULL, DF_EFORMAT, "collinear");
+    BAD(dead_control, NULL, DF_ENUMERIC, "'s3'");
+    BAD(bad_bounds, NULL, DF_EFORMAT, "bounds");
+    BAD(no_target_morphs, NULL, DF_EFORMAT, "target");
+    memset(&k, 0, sizeof k);
+    expect_load_error(&k, "{\"bounds\": \"positive\"}", DF_EINVAL, "parameters 'bounds'");
+    expect_load_error(&k, "{\"speed\": 1}", DF_EINVAL, "unknown key 'speed'");
+    expect_load_error(&k, "{\"align_iterations\": 0}", DF_EINVAL, "align_iterations");
+#undef BAD
+    /* a truncated file, at many lengths: an error, never a crash */
+    char path[300];
+    snprintf(path, sizeof path, "%s/trunc.safetensors", dir);
+    FILE *f = fopen(good, "rb");
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)len);
+    DF_CHECK(fread(buf, 1, (size_t)len, f) == (size_t)len);
+    fclose(f);
+    for (long cut = 0; cut < len; cut += 1 + len / 37) {
+        f = fopen(path, "wb");
+        fwrite(buf, 1, (size_t)cut, f);
+        fclose(f);
+        df_model_t *m = NULL;
+        df_error_t err = {0};
+        DF_CHECK(df_model_open(path, "retarget", NULL, NULL, &m, &err) != 0);
+        DF_CHECK(err.msg[0] != 0);
+        df_model_unref(&m);
+    }
+    free(buf);
+    /* a model without markers has no markers input */
+    memset(&k, 0, sizeof k);
+    k.no_markers = 1;
+    write_model(path, &k);
+    df_model_t *m = NULL;
+    df_error_t err = {0};
+    DF_CHECK_MSG(df_model_open(path, "retarget", NULL, NULL, &m, &err) == 0, "%s", err.msg);
+    if (m) DF_CHECK(df_model_find_input(m, "markers") < 0 && df_model_find_input(m, "source_weights") >= 0);
+    df_model_unref(&m);
+}
+
+static void test_bad_poses(void)
+{
+    df_model_t *m = open_model(NULL);
+    if (!m) return;
+    float w[MS] = {0}, x[K * 3], pos[N * 3], tw[MT];
+    double wd[MS] = {0}, R[9], t[3];
+    random_rigid(R, t);
+    make_markers(wd, R, t, 0, x, NULL);
+    df_error_t err = {0};
+    /* NaN marker */
+    x[3 * 5 + 1] = NAN;
+    for (int i = 0; i < N * 3; i++) pos[i] = 1234.5f;
+    DF_CHECK(eval1(m, NULL, x, pos, NULL, tw, NULL, &err) == DF_EINVAL);
+    DF_CHECK_MSG(strstr(err.msg, "pose 0") && strstr(err.msg, "'markers' element 16"), "%s", err.msg);
+    DF_CHECK(pos[0] == 1234.5f); /* nothing written */
+    make_markers(wd, R, t, 0, x, NULL);
+    /* both inputs */
+    DF_CHECK(eval1(m, w, x, pos, NULL, tw, NULL, &err) == DF_EINVAL);
+    DF_CHECK_MSG(strstr(err.msg, "not both"), "%s", err.msg);
+    /* Inf weight */
+    w[2] = INFINITY;
+    DF_CHECK(eval1(m, w, NULL, pos, NULL, tw, NULL, &err) == DF_EINVAL);
+    DF_CHECK_MSG(strstr(err.msg, "'source_weights' element 2"), "%s", err.msg);
+    /* collinear and duplicated (all coincident) markers */
+    for (int i = 0; i < K; i++)
+        for (int d = 0; d < 3; d++) x[3 * i + d] = (float)(2.0 * i + d);
+    DF_CHECK(eval1(m, NULL, x, pos, NULL, tw, NULL, &err) == DF_EINVAL);
+    DF_CHECK_MSG(strstr(err.msg, "collinear"), "%s", err.msg);
+    for (int i = 0; i < K * 3; i++) x[i] = 3.0f;
+    DF_CHECK(eval1(m, NULL, x, pos, NULL, tw, NULL, &err) == DF_EINVAL);
+    DF_CHECK(pos[0] == 1234.5f);
+    df_model_unref(&m);
+}
+
+int main(void)
+{
+    snprintf(dir, sizeof dir, "%s", getenv("DF_TEST_OUT") ? getenv("DF_TEST_OUT") : "build/test-out");
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "mkdir -p %s/retarget", dir);
+    if (system(cmd) != 0) return 1;
+    strncat(dir, "/retarget", sizeof dir - strlen(dir) - 1);
+    snprintf(good, sizeof good, "%s/good.safetensors", dir);
+    make_data();
+    knobs_t k;
+    memset(&k, 0, sizeof k);
+    write_model(good, &k);
+    DF_RUN(test_source_weights);
+    DF_RUN(test_markers_exact);
+    DF_RUN(test_markers_noisy);
+    DF_RUN(test_batch_consistency);
+    DF_RUN(test_bad_models);
+    DF_RUN(test_bad_poses);
+    return dftest_exit();
+}
