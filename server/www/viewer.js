@@ -2,71 +2,162 @@
 //
 // DESIGN
 // The page is a thin client: every vertex it draws was computed by deformd.
-// It lists the servable characters (GET /v2/repository/index), reads a
-// character's metadata (GET /v2/models/{name}: inputs, morphs, clips) and
-// rest mesh (GET /v2/models/{name}/mesh: positions + triangles, once), then
-// for each frame sends one infer request through ../vendor/deformd.js (binary
-// data extension, float32/float16/int16 as chosen) and copies the returned
-// positions into a three.js BufferGeometry. Clips play by asking the daemon
-// to sample the clip at a time (request parameters "clip" and "time"),
-// sliders send small vector inputs (morph "weights", rig "controls", any
-// one-axis input of at most 64 values, whatever the model kind; they start
-// at the input's default from the metadata), and the "joints" section turns
-// a few joints: each row picks a joint and an axis, and its angle is composed
-// with the joint's rest local rotation (metadata default of joint_rotations:
+// It lists the servable characters (GET /v2/repository/index) and reads each
+// model's metadata once (GET /v2/models/{first character}: kind, joints,
+// clips, size) to group the picker by model and to choose what to open on:
+// ?character=NAME, else the character with the richest skeleton (most
+// joints whose names have no '$' — nodes importers add —, then clips, then
+// vertices), so the page opens on a rigged character, not on a prop. No code
+// depends on a model's kind: everything comes from the metadata.
+//
+// A character's metadata (GET /v2/models/{name}: inputs, morphs, controls,
+// clips) builds the controls and its rest mesh (GET /v2/models/{name}/mesh:
+// positions + triangles, once) the geometry; then each frame is one infer
+// request through vendor/deformd.js (binary data extension, float32/float16/
+// int16 as chosen) whose positions are copied into the geometry (scene.js
+// draws it and keeps the camera on it). Clips play by asking the daemon to
+// sample the clip at a time (request parameters "clip" and "time"); sliders
+// send small vector inputs (morph "weights", rig "controls", any one-axis
+// input of at most 64 values, whatever the model kind; they start at the
+// input's default from the metadata); the "joints" section turns a few
+// joints: each row picks a joint and an axis, and its angle is composed with
+// the joint's rest local rotation (metadata default of joint_rotations:
 // q = rest ⊗ axis-angle, x,y,z,w); the whole [J,4] joint_rotations is sent,
-// defaults for the other joints. At most one
-// request is in flight: a frame
-// that arrives late is simply followed by the newest state (no queue).
+// defaults for the other joints. At most one request is in flight: a frame
+// that arrives late is followed by the newest state (no queue); an answer
+// for a character no longer shown is dropped.
+//
+// Status bar (always on screen): connection state, frames per second drawn
+// over the last 2 s ("idle" when none for 1.5 s), the last request's
+// round-trip latency (the daemon's queue + compute time in its tooltip),
+// the bytes of its answer and of its request (Content-Length / body size).
+// Reachability: a request that fails without an HTTP answer (connection
+// refused, no answer in REQUEST_TIMEOUT_MS) marks the daemon unreachable:
+// the status bar turns red, a card covers the view, playing pauses its
+// requests, and /v2/health/live is polled every RETRY_MS; when it answers
+// the character list is read again and the current frame re-requested (a
+// character the restarted daemon no longer serves is replaced by the
+// default one). While reachable and idle the same endpoint is polled every
+// HEARTBEAT_MS, so a daemon that stops while nobody touches the page shows.
 //
 // For tests and scripting, window.viewer exposes select(name) and
 // show({clip, time, weights, inputs: {name: values}, joints: [{joint, axis,
 // angle}]}) which resolve once the frame is drawn; jointRotations() is the
-// [J,4] array the joint sliders send.
-import * as THREE from 'three';
-import { OrbitControls } from './vendor/OrbitControls.js';
+// [J,4] array the joint sliders send; state, view (scene.js) and net.
+import { View } from './scene.js';
 import { DeformdClient } from './vendor/deformd.js';
 
-const client = new DeformdClient('');
 const $ = (id) => document.getElementById(id);
+const REQUEST_TIMEOUT_MS = 15000;
+const HEARTBEAT_MS = 2000;
+const RETRY_MS = 1000;
+const MAX_MODELS_SCORED = 64; // metadata read at start for at most this many models
+const JOINT_ROWS = 6;
 
-// ------------------------------------------------------------------ scene
-const view = $('view');
-const renderer = new THREE.WebGLRenderer({ antialias: true, preserveDrawingBuffer: true });
-renderer.setPixelRatio(window.devicePixelRatio || 1);
-view.appendChild(renderer.domElement);
-const scene = new THREE.Scene();
-scene.background = new THREE.Color(0x30353d);
-const camera = new THREE.PerspectiveCamera(40, 1, 0.01, 1000);
-const controls = new OrbitControls(camera, renderer.domElement);
-scene.add(new THREE.HemisphereLight(0xffffff, 0x444455, 1.6));
-const sun = new THREE.DirectionalLight(0xffffff, 1.8);
-sun.position.set(1, 2, 1.5);
-scene.add(sun);
-const material = new THREE.MeshStandardMaterial({ color: 0xd9a066, roughness: 0.65, metalness: 0.0, side: THREE.DoubleSide });
-let mesh = null;
-
-function resize() {
-  const w = view.clientWidth || 640;
-  const h = view.clientHeight || 480;
-  renderer.setSize(w, h, false);
-  camera.aspect = w / h;
-  camera.updateProjectionMatrix();
+// ---------------------------------------------------------------- network
+class Unreachable extends Error {
+  constructor(message) { super(message); this.name = 'Unreachable'; }
 }
-window.addEventListener('resize', () => { resize(); render(); });
-controls.addEventListener('change', () => render());
-function render() { renderer.render(scene, camera); }
+const isNetworkError = (e) => e instanceof Unreachable || (e instanceof TypeError && /fetch|network/i.test(e.message));
+
+const net = { state: 'connecting', lastOk: 0, sent: NaN, recv: NaN };
+
+function bodyBytes(b) {
+  if (!b) return 0;
+  if (typeof b === 'string') return new TextEncoder().encode(b).byteLength;
+  return b.byteLength || 0;
+}
+
+// fetch for the client module: a timeout, reachability, and the sizes of
+// the last infer request and answer
+async function netFetch(url, opts = {}) {
+  let r;
+  try {
+    r = await fetch(url, Object.assign({}, opts, { signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS) }));
+  } catch (e) {
+    setReachable(false);
+    throw new Unreachable(e.name === 'TimeoutError' ? `no answer in ${REQUEST_TIMEOUT_MS / 1000} s` : 'daemon unreachable');
+  }
+  setReachable(true);
+  if (/\/infer$/.test(url)) {
+    net.sent = bodyBytes(opts.body);
+    const n = Number(r.headers.get('Content-Length'));
+    net.recv = n > 0 ? n : NaN;
+  }
+  return r;
+}
+
+const client = new DeformdClient('', { fetch: netFetch });
+
+let hbTimer = 0;
+function scheduleHeartbeat(ms) {
+  clearTimeout(hbTimer);
+  hbTimer = setTimeout(heartbeat, ms);
+}
+async function heartbeat() {
+  const idle = !st.inflight && performance.now() - net.lastOk >= HEARTBEAT_MS - 50;
+  if (net.state !== 'connected' || idle) {
+    try { await netFetch('/v2/health/live'); } catch (_) { /* state already set */ }
+  }
+  scheduleHeartbeat(net.state === 'connected' ? HEARTBEAT_MS : RETRY_MS);
+}
+
+function setReachable(ok) {
+  if (ok) net.lastOk = performance.now();
+  const next = ok ? 'connected' : 'unreachable';
+  if (net.state === next) return;
+  const was = net.state;
+  net.state = next;
+  $('offline').hidden = ok;
+  $('offlinetext').textContent = `${location.host} is not answering.`;
+  document.body.classList.toggle('offline', !ok);
+  if (!ok) scheduleHeartbeat(RETRY_MS);
+  renderStatus();
+  if (ok && was === 'unreachable') reconnected();
+}
+
+let starting = null;
+async function reconnected() {
+  try {
+    if (!window.viewer.ready) { await start(); return; }
+    const names = await loadCharacters();
+    if (names.includes(st.name)) {
+      $('character').value = st.name;
+      await requestFrame();
+    } else if (names.length) {
+      await select(defaultCharacter(names));
+    }
+  } catch (e) {
+    if (!isNetworkError(e)) showError(e);
+  }
+}
 
 // ------------------------------------------------------------------ state
+const view = new View($('view'));
+const up = new URLSearchParams(location.search).get('up');
+if (up) view.setUp(up);
+
 const st = {
-  name: null, shown: null, meta: null, clips: [], nverts: 0,
-  groups: [], // slider groups: {input, names, values: Float32Array, lo, hi}
-  joints: null, // {names, rest: Float32Array(J*4), rows: [{joint, axis, angle (degrees)}]}
+  name: null, shown: null, meta: null, clips: [], nverts: 0, gen: 0,
+  catalog: [], // [{name (model), characters: [...], meta}]
+  groups: [], // slider groups: {input, names, values: Float32Array, def, lo, hi, touched}
+  joints: null, // {names, rest: Float32Array(J*4), rows: [{joint, axis, angle (degrees)}], touched}
   clip: '', time: 0, playing: false,
-  inflight: null, dirty: false, frames: 0, lastMs: 0, lastBytes: 0,
+  inflight: null, dirty: false, frames: 0, lastMs: 0, serverMs: NaN, frameTimes: [],
+  refit: null, positions: null,
 };
 
-function showError(e) { $('error').textContent = e ? String(e.message || e) : ''; }
+function showError(e) {
+  const msg = e ? String(e.message || e) : '';
+  $('errortext').textContent = msg;
+  $('error').hidden = !msg;
+}
+$('errorclose').addEventListener('click', () => showError(''));
+
+function setLoading(text) {
+  $('loading').hidden = !text;
+  if (text) $('loadingtext').textContent = text;
+}
 
 function flatten(v) { return Array.isArray(v) ? v.flat(Infinity) : Array.from(v || []); }
 
@@ -77,6 +168,7 @@ function paramList(meta, key) {
   if (typeof v === 'string') { try { v = JSON.parse(v); } catch (_) { v = v.split(','); } }
   return Array.isArray(v) ? v : [];
 }
+const itemName = (m) => String(typeof m === 'string' ? m : m && m.name);
 
 function clipDuration(c) {
   if (c.duration != null) return Number(c.duration);
@@ -84,81 +176,140 @@ function clipDuration(c) {
   return 1.0;
 }
 
+const fmtInt = (n) => Number(n).toLocaleString('en-US');
+function fmtBytes(n) {
+  if (!Number.isFinite(n)) return '–';
+  if (n < 1024) return `${n} B`;
+  if (n < 1024 * 1024) return `${(n / 1024).toFixed(1)} KiB`;
+  return `${(n / 1048576).toFixed(2)} MiB`;
+}
+
 // ------------------------------------------------------------- characters
 async function loadCharacters() {
-  const names = await client.list();
+  const idx = await client.index();
+  const models = [];
+  for (const e of Array.isArray(idx) ? idx : idx.models || []) {
+    if (typeof e === 'string') { models.push({ name: e, characters: [e] }); continue; }
+    if (e.state && e.state !== 'READY') continue;
+    const cs = Array.isArray(e.characters) && e.characters.length ? e.characters.map(itemName) : [e.name];
+    models.push({ name: e.name, characters: cs });
+  }
+  const metas = await Promise.all(models.map((m, i) => (i < MAX_MODELS_SCORED
+    ? client.info(m.characters[0]).catch((e) => { if (isNetworkError(e)) throw e; return null; })
+    : null)));
+  models.forEach((m, i) => { m.meta = metas[i]; });
+  st.catalog = models;
   const sel = $('character');
   sel.innerHTML = '';
-  for (const n of names) sel.add(new Option(n, n));
-  return names;
+  for (const m of models) {
+    let parent = sel;
+    if (models.length > 1) {
+      parent = document.createElement('optgroup');
+      const kind = m.meta && m.meta.parameters && m.meta.parameters.kind;
+      parent.label = kind ? `${m.name} · ${kind}` : m.name;
+      sel.appendChild(parent);
+    }
+    for (const c of m.characters) parent.appendChild(new Option(c, c));
+  }
+  if (st.name) sel.value = st.name;
+  return models.flatMap((m) => m.characters);
+}
+
+// how much a model has to show: joints first (a character with a skeleton
+// over a prop), then clips, then mesh size
+function modelScore(meta) {
+  if (!meta) return -1;
+  const joints = paramList(meta, 'joints').map(itemName).filter((n) => !n.includes('$')).length;
+  const clips = paramList(meta, 'clips').filter((c) => typeof c === 'string' || clipDuration(c) > 0).length;
+  const verts = Number(meta.parameters && meta.parameters.vertices) || 0;
+  return Math.min(joints, 200) * 10 + (clips ? 50 : 0) + Math.log10(1 + verts);
+}
+
+function defaultCharacter(names) {
+  const want = new URLSearchParams(location.search).get('character');
+  if (want && names.includes(want)) return want;
+  let best = null;
+  let bs = -Infinity;
+  for (const m of st.catalog) {
+    const s = modelScore(m.meta);
+    if (s > bs && m.characters.length) { bs = s; best = m.characters[0]; }
+  }
+  return best || names[0];
 }
 
 async function select(name) {
   showError('');
-  st.playing = false;
-  $('play').textContent = 'play';
-  st.name = name;
+  setPlaying(false);
+  st.loading = name;
   $('character').value = name;
-  const meta = await client.info(name);
-  const rest = await client.mesh(name);
-  st.meta = meta;
-  st.clips = paramList(meta, 'clips').map((c) => (typeof c === 'string' ? { name: c } : c));
-  st.groups = sliderGroups(meta);
-  st.joints = jointRig(meta);
-  buildMesh(rest);
-  buildClipUI();
-  buildMorphUI();
-  buildJointUI();
-  st.clip = st.clips.length ? st.clips[0].name : '';
-  st.time = 0;
-  $('clip').value = st.clip;
-  await requestFrame();
-  st.shown = name; // the character on screen (select() is done)
+  setLoading(`Loading ${name}…`);
+  try {
+    const [meta, rest] = await Promise.all([client.info(name), client.mesh(name)]);
+    if (st.loading !== name) return; // another character was picked meanwhile
+    st.name = name;
+    st.meta = meta;
+    st.clips = paramList(meta, 'clips').map((c) => (typeof c === 'string' ? { name: c } : c));
+    st.groups = sliderGroups(meta);
+    st.joints = jointRig(meta);
+    buildMesh(rest);
+    buildClipUI();
+    buildMorphUI();
+    buildJointUI();
+    st.clip = st.clips.length ? st.clips[0].name : '';
+    st.time = 0;
+    $('clip').value = st.clip;
+    syncTimeUI();
+    charInfo();
+    st.refit = 'character';
+    const q = new URLSearchParams(location.search);
+    q.set('character', name);
+    history.replaceState(null, '', `${location.pathname}?${q}`);
+    await requestFrame();
+    st.shown = name; // the character on screen (select() is done)
+  } finally {
+    if (st.loading === name) setLoading(null);
+  }
 }
 
 function buildMesh(rest) {
   const r = rest.mesh || rest;
   const pos = Float32Array.from(flatten(r.positions));
   // triangles: {"indices": [...]} (with "triangles" the count), or "triangles": [[a,b,c],...]
-  const tri = flatten(Array.isArray(r.indices) ? r.indices : r.triangles);
+  const tri = flatten(Array.isArray(r.indices) ? r.indices : Array.isArray(r.triangles) ? r.triangles : []);
   st.nverts = pos.length / 3;
-  const g = new THREE.BufferGeometry();
-  g.setAttribute('position', new THREE.BufferAttribute(pos, 3).setUsage(THREE.DynamicDrawUsage));
-  g.setIndex(st.nverts > 65535 ? new THREE.Uint32BufferAttribute(tri, 1) : new THREE.Uint16BufferAttribute(tri, 1));
-  g.computeVertexNormals();
-  g.computeBoundingBox();
-  if (mesh) { scene.remove(mesh); mesh.geometry.dispose(); }
-  mesh = new THREE.Mesh(g, material);
-  scene.add(mesh);
-  frameCamera(g.boundingBox);
-  st.needFraming = true; // again on the first evaluated frame: a model's output
-                         // space may differ from its rest mesh's (e.g. scene vs bind space)
+  st.gen++;
+  view.setMesh(pos, tri);
 }
 
-function frameCamera(box) {
-  const c = box.getCenter(new THREE.Vector3());
-  const s = box.getSize(new THREE.Vector3());
-  const r = Math.max(s.length() / 2, 1e-3);
-  // look along the bbox's thinnest axis, with the next-thinnest as "up" so
-  // that the longest extent spans the screen (assets differ in up axis).
-  const axes = [0, 1, 2].sort((a, b) => s.getComponent(a) - s.getComponent(b));
-  const dir = new THREE.Vector3(); dir.setComponent(axes[0], 1);
-  const up = new THREE.Vector3(); up.setComponent(axes[1], 1);
-  dir.add(up.clone().multiplyScalar(0.35)).add(new THREE.Vector3().setComponent(axes[2], 0.35)).normalize();
-  camera.up.copy(up);
-  camera.position.copy(c).addScaledVector(dir, r * 3.0);
-  camera.near = r / 100; camera.far = r * 100;
-  camera.updateProjectionMatrix();
-  controls.target.copy(c);
-  controls.update();
+function charInfo() {
+  const p = (st.meta && st.meta.parameters) || {};
+  const parts = [];
+  if (p.kind) parts.push(`<b>${p.kind}</b>`);
+  if (p.vertices != null) parts.push(`${fmtInt(p.vertices)} vertices`);
+  if (p.triangles != null) parts.push(`${fmtInt(p.triangles)} triangles`);
+  const n = (k, word) => { const l = paramList(st.meta, k).length; if (l) parts.push(`${l} ${word}${l === 1 ? '' : 's'}`); };
+  n('joints', 'joint');
+  n('morphs', 'morph');
+  n('controls', 'control');
+  n('clips', 'clip');
+  if (p.model && p.model !== st.name) parts.push(`model ${p.model}`);
+  $('charinfo').innerHTML = parts.join(' · ');
 }
 
 function buildClipUI() {
   const sel = $('clip');
   sel.innerHTML = '';
-  sel.add(new Option('(rest / sliders)', ''));
+  sel.add(new Option('(none: rest pose and sliders)', ''));
   for (const c of st.clips) sel.add(new Option(c.name, c.name));
-  $('clipbox').style.display = st.clips.length ? '' : 'none';
+  $('clipbox').hidden = !st.clips.length;
+}
+
+function syncTimeUI() {
+  const c = currentClip();
+  const dur = c ? clipDuration(c) : 0;
+  $('time').value = dur > 0 ? st.time / dur : 0;
+  $('time').disabled = !c;
+  $('timeval').textContent = c ? `${st.time.toFixed(2)} / ${dur.toFixed(2)} s` : '–';
 }
 
 // One slider group per one-axis input of at most 64 values. Names come from
@@ -172,14 +323,13 @@ function sliderGroups(meta) {
     const n = shape[0];
     let names = [];
     for (const list of i.name === 'weights' ? ['morphs'] : ['controls', 'morphs']) {
-      const l = paramList(meta, list).map((m) => (typeof m === 'string' ? m : m.name));
+      const l = paramList(meta, list).map(itemName);
       if (l.length === n) { names = l; break; }
     }
     if (names.length !== n) names = Array.from({ length: n }, (_, k) => `${i.name}[${k}]`);
     const lo = i.name === 'weights' ? 0 : -1;
-    const def = inputDefault(i, n);
-    const values = def ? Float32Array.from(def) : new Float32Array(n);
-    groups.push({ input: i.name, names, values, lo, hi: 1, touched: false });
+    const def = inputDefault(i, n) || new Array(n).fill(0);
+    groups.push({ input: i.name, names, def, values: Float32Array.from(def), lo, hi: 1, touched: false });
   }
   return groups;
 }
@@ -191,9 +341,43 @@ function inputDefault(i, n) {
   return Array.isArray(d) && d.length === n ? d.map(Number) : null;
 }
 
-// ----------------------------------------------------------------- joints
-const JOINT_ROWS = 6;
+const safeId = (s) => String(s).replace(/[^\w-]/g, '_');
+const title = (s) => (s === 'weights' ? 'Morph weights' : String(s).replace(/_/g, ' ').replace(/^./, (c) => c.toUpperCase()));
 
+function buildMorphUI() {
+  const box = $('morphs');
+  box.innerHTML = '';
+  $('morphbox').hidden = !st.groups.length;
+  for (const g of st.groups) {
+    const sec = document.createElement('section');
+    const h = document.createElement('h2');
+    h.textContent = title(g.input);
+    sec.appendChild(h);
+    g.names.forEach((m, i) => {
+      const d = document.createElement('div');
+      d.className = 'slider';
+      d.dataset.input = g.input;
+      const id = `in-${safeId(g.input)}-${i}`;
+      d.innerHTML = `<label for="${id}"></label><input id="${id}" type="range" min="${g.lo}" max="${g.hi}" step="0.01"><output for="${id}"></output>`;
+      const lab = d.querySelector('label');
+      lab.textContent = m;
+      lab.title = m;
+      const inp = d.querySelector('input');
+      inp.value = g.values[i];
+      d.querySelector('output').textContent = g.values[i].toFixed(2);
+      inp.addEventListener('input', () => {
+        g.values[i] = Number(inp.value);
+        g.touched = true;
+        d.querySelector('output').textContent = Number(inp.value).toFixed(2);
+        refresh();
+      });
+      sec.appendChild(d);
+    });
+    box.appendChild(sec);
+  }
+}
+
+// ----------------------------------------------------------------- joints
 // The joint rig of a model with a joint_rotations [J,4] input: joint names
 // and rest local rotations (identity when the server gives no default), and
 // up to JOINT_ROWS slider rows on joints spread over the list (joints are
@@ -205,7 +389,7 @@ function jointRig(meta) {
   const shape = (i.shape || []).filter((d, k) => !(k === 0 && d === -1));
   if (shape.length !== 2 || shape[1] !== 4 || shape[0] < 1) return null;
   const J = shape[0];
-  let names = paramList(meta, 'joints').map((m) => (typeof m === 'string' ? m : m.name));
+  let names = paramList(meta, 'joints').map(itemName);
   if (names.length !== J) names = Array.from({ length: J }, (_, k) => `joint ${k}`);
   const def = inputDefault(i, J * 4);
   const rest = new Float32Array(J * 4);
@@ -252,17 +436,20 @@ function buildJointUI() {
   const box = $('joints');
   box.innerHTML = '';
   const jr = st.joints;
-  $('jointbox').style.display = jr ? '' : 'none';
+  $('jointbox').hidden = !jr;
   if (!jr) return;
   jr.rows.forEach((r, k) => {
     const d = document.createElement('div');
     d.className = 'slider joint';
     d.dataset.row = k;
-    d.innerHTML = '<div class="row"><select class="jname"></select><select class="jaxis">'
+    const n = k + 1;
+    d.innerHTML = `<div class="jhead"><label class="sr" for="joint-${k}">Joint, row ${n}</label><select id="joint-${k}" class="jname"></select>`
+      + `<label class="sr" for="axis-${k}">Axis, row ${n}</label><select id="axis-${k}" class="jaxis">`
       + '<option>x</option><option>y</option><option>z</option></select></div>'
-      + '<label>angle <span>0°</span></label><input type="range" min="-180" max="180" step="1" value="0">';
+      + `<div class="jangle"><label for="angle-${k}">angle</label><input id="angle-${k}" type="range" min="-180" max="180" step="1" value="0">`
+      + `<output for="angle-${k}">0°</output></div>`;
     const js = d.querySelector('.jname');
-    jr.names.forEach((n, j) => js.add(new Option(n, String(j))));
+    jr.names.forEach((nm, j) => js.add(new Option(nm, String(j))));
     js.value = String(r.joint);
     const ax = d.querySelector('.jaxis');
     ax.value = r.axis;
@@ -272,8 +459,8 @@ function buildJointUI() {
       r.axis = ax.value;
       r.angle = Number(inp.value);
       jr.touched = true;
-      d.querySelector('span').textContent = `${r.angle}°`;
-      requestFrame();
+      d.querySelector('output').textContent = `${r.angle}°`;
+      refresh();
     };
     js.addEventListener('change', changed);
     ax.addEventListener('change', changed);
@@ -290,34 +477,8 @@ function syncJointUI() {
     d.querySelector('.jname').value = String(r.joint);
     d.querySelector('.jaxis').value = r.axis;
     d.querySelector('input').value = r.angle;
-    d.querySelector('span').textContent = `${r.angle}°`;
+    d.querySelector('output').textContent = `${r.angle}°`;
   });
-}
-
-function buildMorphUI() {
-  const box = $('morphs');
-  box.innerHTML = '';
-  $('morphbox').style.display = st.groups.length ? '' : 'none';
-  for (const g of st.groups) {
-    const h = document.createElement('label');
-    h.textContent = g.input === 'weights' ? 'morph weights' : g.input;
-    box.appendChild(h);
-    g.names.forEach((m, i) => {
-      const d = document.createElement('div');
-      d.className = 'slider';
-      d.dataset.input = g.input;
-      const v0 = g.values[i];
-      d.innerHTML = `<label>${m} <span>${v0.toFixed(2)}</span></label><input type="range" min="${g.lo}" max="${g.hi}" step="0.01" value="${v0}">`;
-      const inp = d.querySelector('input');
-      inp.addEventListener('input', () => {
-        g.values[i] = Number(inp.value);
-        g.touched = true;
-        d.querySelector('span').textContent = Number(inp.value).toFixed(2);
-        requestFrame();
-      });
-      box.appendChild(d);
-    });
-  }
 }
 
 // ----------------------------------------------------------------- frames
@@ -356,88 +517,146 @@ function requestBody() {
 // request is in flight, later calls wait for one more request with the
 // newest state.
 function requestFrame() {
-  if (st.inflight) { st.dirty = true; return st.inflight.then(() => (st.dirty ? requestFrame() : undefined)); }
+  if (!st.name) return Promise.resolve();
+  if (st.inflight) {
+    st.dirty = true;
+    const again = () => (st.dirty ? requestFrame() : undefined);
+    return st.inflight.then(again, again);
+  }
   st.dirty = false;
   const { inputs, opts } = requestBody();
+  const gen = st.gen;
   const t0 = performance.now();
   st.inflight = client.infer(st.name, inputs, opts).then((out) => {
+    if (gen !== st.gen) return; // an answer for the previous character
     const p = out.positions;
     if (!p || p.data.length !== st.nverts * 3) throw new Error(`positions: got ${p ? p.data.length : 0} values, mesh has ${st.nverts * 3}`);
-    const attr = mesh.geometry.getAttribute('position');
-    attr.array.set(p.data);
+    view.setPositions(p.data);
     st.positions = p.data; // the last answer (tests compare it)
-    attr.needsUpdate = true;
-    mesh.geometry.computeVertexNormals();
-    if (st.needFraming) {
-      mesh.geometry.computeBoundingBox();
-      frameCamera(mesh.geometry.boundingBox);
-      st.needFraming = false;
-    }
-    render();
+    view.track(st.refit || 'follow');
+    st.refit = null;
+    view.render();
+    const now = performance.now();
     st.frames++;
-    st.lastMs = performance.now() - t0;
-    st.lastBytes = p.data.length * ($('encoding').value === 'float32' ? 4 : 2);
-    status();
-  }).catch((e) => { showError(e); throw e; }).finally(() => { st.inflight = null; });
+    st.lastMs = now - t0;
+    st.frameTimes.push(now);
+    if (st.frameTimes.length > 240) st.frameTimes.shift();
+    const rp = (out.$response && out.$response.parameters) || {};
+    st.serverMs = rp.compute_us != null ? ((Number(rp.queue_us) || 0) + Number(rp.compute_us)) / 1000 : NaN;
+    st.io = { sent: net.sent, recv: net.recv };
+    renderStatus();
+  }).catch((e) => {
+    if (!isNetworkError(e)) showError(e);
+    throw e;
+  }).finally(() => { st.inflight = null; });
   return st.inflight;
 }
 
-function status() {
-  const m = st.meta || {};
-  const p = m.parameters || {};
-  $('status').textContent = [
-    `character ${st.name}` + (p.model ? ` (model ${p.model.string_param || p.model})` : ''),
-    `vertices  ${st.nverts}`,
-    `clip      ${st.clip || '-'} @ ${st.time.toFixed(3)} s`,
-    `frames    ${st.frames}`,
-    `last      ${st.lastMs.toFixed(1)} ms, ${(st.lastBytes / 1024).toFixed(0)} KiB positions`,
-  ].join('\n');
-  $('timeval').textContent = `${st.time.toFixed(2)} s`;
+// requestFrame for event handlers: errors are shown, not thrown
+function refresh() { requestFrame().catch(() => {}); }
+
+function fps() {
+  const t = st.frameTimes;
+  const now = performance.now();
+  if (t.length < 2 || now - t[t.length - 1] > 1500) return 0;
+  let k = t.length - 1;
+  while (k > 0 && t[k - 1] > now - 2000) k--;
+  const n = t.length - 1 - k;
+  return n > 0 ? (n * 1000) / (t[t.length - 1] - t[k]) : 0;
 }
+
+function renderStatus() {
+  const s = $('status');
+  s.dataset.state = net.state;
+  $('st-conn-text').textContent = net.state === 'connected' ? 'connected'
+    : net.state === 'unreachable' ? 'daemon unreachable — retrying' : 'connecting…';
+  $('st-char').textContent = st.name ? `${st.name} · ${fmtInt(st.nverts)} vertices` : '';
+  const f = fps();
+  $('st-fps').querySelector('.v').textContent = f > 0 ? f.toFixed(1) : 'idle';
+  const lat = $('st-latency');
+  lat.querySelector('.v').textContent = st.frames ? `${st.lastMs.toFixed(1)} ms` : '–';
+  lat.title = Number.isFinite(st.serverMs) ? `round trip; the daemon's queue + compute: ${st.serverMs.toFixed(2)} ms` : 'round trip';
+  const io = st.io || {};
+  $('st-bytes').querySelector('.v').textContent = fmtBytes(io.recv);
+  $('st-bytes').querySelector('.v2').textContent = fmtBytes(io.sent);
+  $('st-bytes').title = 'last answer ↓ / request ↑';
+  $('st-frames').querySelector('.v').textContent = fmtInt(st.frames);
+}
+setInterval(renderStatus, 500);
 
 // ---------------------------------------------------------------- playing
 function currentClip() { return st.clips.find((c) => c.name === st.clip); }
 
+function setPlaying(on) {
+  st.playing = on && !!st.clip;
+  $('play').classList.toggle('playing', st.playing);
+  $('play').setAttribute('aria-label', st.playing ? 'Pause' : 'Play');
+  lastTick = 0;
+  if (st.playing) requestAnimationFrame(tick);
+}
+
 let lastTick = 0;
-async function tick(now) {
+function tick(now) {
   if (!st.playing) return;
   const c = currentClip();
-  if (c && !st.inflight) {
+  if (c && !st.inflight && net.state === 'connected') {
     const dt = lastTick ? (now - lastTick) / 1000 : 0;
     const dur = clipDuration(c);
     st.time = dur > 0 ? (st.time + dt) % dur : 0;
-    $('time').value = dur > 0 ? st.time / dur : 0;
+    syncTimeUI();
     lastTick = now;
-    requestFrame().catch(() => { st.playing = false; });
+    requestFrame().catch((e) => { if (!isNetworkError(e)) setPlaying(false); });
+  } else if (net.state !== 'connected') {
+    lastTick = 0;
   }
   requestAnimationFrame(tick);
 }
 
-$('play').addEventListener('click', () => {
-  st.playing = !st.playing && !!st.clip;
-  $('play').textContent = st.playing ? 'pause' : 'play';
-  lastTick = 0;
-  if (st.playing) requestAnimationFrame(tick);
-});
+$('play').addEventListener('click', () => setPlaying(!st.playing));
 $('time').addEventListener('input', () => {
   const c = currentClip();
   st.time = c ? Number($('time').value) * clipDuration(c) : 0;
-  requestFrame();
+  syncTimeUI();
+  refresh();
 });
-$('clip').addEventListener('change', () => { st.clip = $('clip').value; st.time = 0; requestFrame(); });
-$('character').addEventListener('change', () => select($('character').value).catch(showError));
-$('skinning').addEventListener('change', () => requestFrame());
-$('encoding').addEventListener('change', () => requestFrame());
+$('clip').addEventListener('change', () => {
+  st.clip = $('clip').value;
+  st.time = 0;
+  if (!st.clip) setPlaying(false);
+  syncTimeUI();
+  st.refit = 'pose';
+  refresh();
+});
+$('character').addEventListener('change', () => select($('character').value).catch((e) => { if (!isNetworkError(e)) showError(e); }));
+$('skinning').addEventListener('change', refresh);
+$('encoding').addEventListener('change', refresh);
+$('grid').addEventListener('click', () => {
+  const on = $('grid').getAttribute('aria-pressed') !== 'true';
+  $('grid').setAttribute('aria-pressed', String(on));
+  view.setGrid(on);
+});
+$('fit').addEventListener('click', () => view.track('view'));
+$('resetpose').addEventListener('click', () => {
+  for (const g of st.groups) { g.values.set(g.def); g.touched = false; }
+  if (st.joints) { for (const r of st.joints.rows) r.angle = 0; st.joints.touched = false; }
+  syncUI();
+  st.refit = 'pose';
+  refresh();
+});
+document.addEventListener('keydown', (e) => {
+  if (e.ctrlKey || e.metaKey || e.altKey || /^(INPUT|SELECT|BUTTON|TEXTAREA)$/.test(e.target.tagName)) return;
+  if (e.key === 'f' || e.key === 'F') view.track('view');
+  else if (e.key === ' ') { e.preventDefault(); setPlaying(!st.playing); }
+});
 
 // reflect st in the controls (after scripted changes)
 function syncUI() {
   $('clip').value = st.clip;
-  const c = currentClip();
-  $('time').value = c && clipDuration(c) > 0 ? st.time / clipDuration(c) : 0;
+  syncTimeUI();
   for (const g of st.groups) {
     $('morphs').querySelectorAll(`.slider[data-input="${g.input}"]`).forEach((d, i) => {
       d.querySelector('input').value = g.values[i];
-      d.querySelector('span').textContent = g.values[i].toFixed(2);
+      d.querySelector('output').textContent = g.values[i].toFixed(2);
     });
   }
   syncJointUI();
@@ -447,11 +666,13 @@ function syncUI() {
 window.viewer = {
   client,
   state: st,
+  view,
+  net,
   select,
   jointRotations,
   // show({clip, time, weights, inputs, joints}): set the state, resolve once drawn
   async show(o = {}) {
-    if (o.clip !== undefined) st.clip = o.clip;
+    if (o.clip !== undefined && o.clip !== st.clip) { st.clip = o.clip; st.refit = 'pose'; }
     if (o.time !== undefined) st.time = o.time;
     const set = Object.assign({}, o.inputs || {}, o.weights ? { weights: o.weights } : {});
     for (const [name, v] of Object.entries(set)) {
@@ -480,15 +701,38 @@ window.viewer = {
   },
 };
 
-async function main() {
-  resize();
-  render();
-  try {
+async function start() {
+  if (starting) return starting;
+  starting = (async () => {
+    setLoading('Connecting to the daemon…');
+    client.server().then((s) => { $('version').textContent = `${s.name || 'deformd'} ${s.version || ''}`; }).catch(() => {});
     const names = await loadCharacters();
-    const want = new URLSearchParams(location.search).get('character');
-    if (names.length) await select(want && names.includes(want) ? want : names[0]);
+    if (!names.length) {
+      setLoading(null);
+      showError('The daemon serves no character yet (its repository is empty or still loading).');
+    } else {
+      await select(defaultCharacter(names));
+    }
     window.viewer.ready = true;
+  })();
+  try {
+    await starting;
+  } finally {
+    starting = null;
+  }
+}
+
+async function main() {
+  renderStatus();
+  scheduleHeartbeat(HEARTBEAT_MS);
+  try {
+    await start();
   } catch (e) {
+    if (isNetworkError(e)) {
+      setLoading(null); // the offline card shows; reconnected() starts again
+      return;
+    }
+    setLoading(null);
     showError(e);
     window.viewer.error = String(e.message || e);
   }

@@ -1,25 +1,44 @@
 // viewer_check.cjs — driven by tests/e2e/viewer.sh (not run on its own).
 //
 // Headless Chromium (Debian's, through playwright-core) loads the viewer the
-// daemon serves at /viewer/, picks a character in the UI, shows two frames of
-// a clip and checks that the canvas shows the character (enough non-background
-// pixels) and that it changed between the frames; saves screenshots. Then,
-// in the same page, the browser module (vendor/deformd.js) evaluates the
-// README's wuson pose, binary and JSON, and the result must equal curl's
-// answer for the same request bit for bit. A joint slider moved on wuson
-// changes the canvas, sends rest ⊗ axis-angle and draws what a plain HTTP
-// infer of that joint_rotations gives. Prints "ok NAME"/"FAIL NAME".
+// daemon serves at /viewer/ and checks it as a user sees it, in screenshots
+// (decoded by viewer_png.cjs; the mesh is the warm pixels of the canvas):
+//   - it opens on the rigged character (wuson), not on the first listed
+//     (morphcube), with the mesh in frame: present, its bounding box clear of
+//     every canvas edge, spanning at least 30 % of the canvas;
+//   - the status bar is on screen and not covered, with "connected", frames
+//     per second, the request's latency and bytes; every control is labelled;
+//   - a clip's frames differ, play streams frames (fps shown while playing);
+//   - the time slider goes back to 0 when the character changes;
+//   - on another character (morphcube, a tiny rigapprox model) and after a
+//     pose change (a joint slider turning the root) the mesh is in frame
+//     again; sliders change the canvas; a joint slider sends rest ⊗
+//     axis-angle and draws what a plain HTTP infer of that joint_rotations
+//     gives, bit for bit;
+//   - at 420 px wide: nothing overflows sideways, the mesh is in frame, the
+//     status bar on screen;
+//   - with the daemon stopped (STOP_CMD) the page says "daemon unreachable"
+//     in the status bar and over the view; restarted (RESTART_CMD), it
+//     recovers by itself and draws again.
+// In the same page the browser module (vendor/deformd.js) evaluates the
+// README's wuson pose, binary and JSON, equal to curl's answer bit for bit;
+// its float16/int16 decodings equal the Python client's (PY_DIR/python_*.json,
+// written by viewer.sh). With OTHER_ORIGIN, a page from that origin (the
+// daemon's --cors-origin) calls the daemon through the module. Screenshots go
+// to OUTDIR/viewer-*.png. Prints "ok NAME"/"FAIL NAME".
 //
-// With OTHER_ORIGIN, a page from that origin (the daemon's --cors-origin)
-// calls the daemon through the module: CORS preflight and the exposed
-// Inference-Header-Content-Length header must let the binary answer through.
-//
-// usage: node viewer_check.cjs URL OUTDIR POSE_REQUEST.json CURL_ANSWER.json PLAYWRIGHT_DIR [OTHER_ORIGIN]
+// usage: STOP_CMD=... RESTART_CMD=... PY_DIR=... node viewer_check.cjs URL OUTDIR
+//        POSE_REQUEST.json CURL_ANSWER.json PLAYWRIGHT_DIR [OTHER_ORIGIN]
 'use strict';
 const path = require('path');
 const fs = require('fs');
+const { execFileSync } = require('child_process');
+const { decodePng, meshStats, inFrame, changedFraction } = require('./viewer_png.cjs');
 const [url, outDir, poseFile, curlFile, pwDir, otherOrigin] = process.argv.slice(2);
 const { chromium } = require(path.join(pwDir, 'playwright-core'));
+
+const DESKTOP = { width: 1280, height: 800 };
+const NARROW = { width: 420, height: 860 };
 
 let fails = 0;
 function check(name, cond, detail) {
@@ -27,33 +46,53 @@ function check(name, cond, detail) {
   if (!cond) fails++;
 }
 
-// Canvas statistics computed in the page: fraction of pixels that are not
-// the background colour, and a downsampled grey image for frame differences.
-async function canvasStats(page) {
+// A screenshot of the page (saved when file is given), decoded, with the
+// canvas's rectangle and the mesh statistics inside it.
+async function shot(page, file) {
+  const buf = await page.screenshot(file ? { path: path.join(outDir, file) } : {});
+  const img = decodePng(buf);
+  const rect = await page.$eval('#view canvas', (c) => {
+    const r = c.getBoundingClientRect();
+    return { x: r.x, y: r.y, width: r.width, height: r.height };
+  });
+  const mesh = meshStats(img, rect);
+  return { img, rect, mesh, frame: inFrame(mesh) };
+}
+
+const boxText = (s) => (s.mesh.box ? `${(100 * s.mesh.frac).toFixed(1)}% of ${s.mesh.w}x${s.mesh.h}, margins l${s.mesh.box.left} t${s.mesh.box.top} r${s.mesh.box.right} b${s.mesh.box.bottom}` : 'no mesh');
+
+function checkInFrame(name, s) {
+  check(name, s.frame.ok, `${s.frame.why} (${boxText(s)})`);
+  console.log(`${name}: mesh ${boxText(s)}`);
+}
+
+// The status bar: inside the viewport, not covered (the element at its
+// centre and near both ends is the bar), and its text.
+async function statusBar(page) {
   return page.evaluate(() => {
-    const src = document.querySelector('#view canvas');
-    const c = document.createElement('canvas');
-    c.width = src.width; c.height = src.height;
-    const g = c.getContext('2d');
-    g.drawImage(src, 0, 0);
-    const d = g.getImageData(0, 0, c.width, c.height).data;
-    const bg = [d[0], d[1], d[2]]; // a corner is background (camera frames the mesh)
-    let fg = 0;
-    const grey = [];
-    for (let i = 0; i < d.length; i += 4) {
-      const diff = Math.abs(d[i] - bg[0]) + Math.abs(d[i + 1] - bg[1]) + Math.abs(d[i + 2] - bg[2]);
-      if (diff > 24) fg++;
-      grey.push((d[i] + d[i + 1] + d[i + 2]) / 3);
-    }
-    return { w: c.width, h: c.height, fg: fg / (d.length / 4), grey };
+    const s = document.getElementById('status');
+    const r = s.getBoundingClientRect();
+    const vw = document.documentElement.clientWidth, vh = document.documentElement.clientHeight;
+    const inside = r.width > 0 && r.height > 0 && r.left >= 0 && r.top >= 0 && r.right <= vw + 0.5 && r.bottom <= vh + 0.5;
+    const on = (x, y) => { const e = document.elementFromPoint(x, y); return !!e && s.contains(e); };
+    const cy = r.top + r.height / 2;
+    const uncovered = inside && on(r.left + 4, cy) && on(r.left + r.width / 2, cy) && on(r.right - 4, cy);
+    const vis = getComputedStyle(s);
+    return {
+      inside, uncovered, visible: vis.visibility !== 'hidden' && vis.display !== 'none' && Number(vis.opacity) > 0.5,
+      text: s.innerText.replace(/\s+/g, ' ').trim(), state: s.dataset.state, rect: [r.left, r.top, r.width, r.height], vw, vh,
+    };
   });
 }
 
-function changedFraction(a, b) {
-  let n = 0;
-  for (let i = 0; i < a.grey.length; i++) if (Math.abs(a.grey[i] - b.grey[i]) > 8) n++;
-  return n / a.grey.length;
+function checkStatus(name, sb) {
+  const t = sb.text;
+  const ok = sb.inside && sb.uncovered && sb.visible && /connected/.test(t) && sb.state === 'connected'
+    && /fps \S+/.test(t) && /latency \d+(\.\d+)? ms/.test(t) && /↓ \d+(\.\d+)? KiB ↑ \d+(\.\d+)? (B|KiB)/.test(t);
+  check(name, ok, JSON.stringify(sb));
 }
+
+const waitShown = (page, name) => page.waitForFunction((n) => window.viewer.state.shown === n && !window.viewer.state.inflight, name, { timeout: 30000 });
 
 (async () => {
   const userDir = fs.mkdtempSync(path.join(require('os').tmpdir(), 'df-chromium-'));
@@ -61,7 +100,7 @@ function changedFraction(a, b) {
   const browser = await chromium.launchPersistentContext(userDir, {
     executablePath: '/usr/bin/chromium',
     headless: true,
-    viewport: { width: 960, height: 640 },
+    viewport: DESKTOP,
     args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
       '--disable-background-networking', '--disable-component-update', '--disable-sync',
       '--use-angle=swiftshader', '--enable-unsafe-swiftshader'],
@@ -78,78 +117,138 @@ function changedFraction(a, b) {
     const options = await page.$$eval('#character option', (os) => os.map((o) => o.value));
     check('viewer-lists-characters', ['wuson', 'wuson_dqs', 'morphcube'].every((n) => options.includes(n)), JSON.stringify(options));
 
-    // pick a character through the UI, as a user would
+    // ---------------------------------------------------------- first view
+    // the repository index lists morphcube first; the viewer must open on
+    // the character with a skeleton
+    const opened = await page.evaluate(() => window.viewer.state.shown);
+    check('viewer-opens-on-rigged-character', opened === 'wuson' && options[0] !== 'wuson',
+      `opened ${opened}, listed ${JSON.stringify(options)}`);
+    const d0 = await shot(page, 'viewer-desktop-open.png');
+    checkInFrame('viewer-desktop-mesh-in-frame', d0);
+    checkStatus('viewer-desktop-status-bar', await statusBar(page));
+    const unlabelled = await page.evaluate(() => {
+      const bad = [];
+      for (const el of document.querySelectorAll('input, select, button, textarea')) {
+        if (el.closest('[hidden]')) continue;
+        const named = (el.getAttribute('aria-label') || '').trim()
+          || Array.from(el.labels || []).map((l) => l.textContent.trim()).join('')
+          || (el.getAttribute('aria-labelledby') || '').split(/\s+/).map((id) => (document.getElementById(id) || {}).textContent || '').join('').trim()
+          || (el.tagName === 'BUTTON' ? el.textContent.trim() : '');
+        if (!named) bad.push(el.id || el.outerHTML.slice(0, 60));
+      }
+      return { bad, n: document.querySelectorAll('input, select, button').length };
+    });
+    check('viewer-controls-labelled', unlabelled.bad.length === 0 && unlabelled.n >= 10, JSON.stringify(unlabelled));
+
+    // ------------------------------------------------------------- a clip
     await page.selectOption('#character', 'wuson');
-    await page.waitForFunction(() => window.viewer.state.shown === 'wuson', null, { timeout: 30000 });
+    await waitShown(page, 'wuson');
     const clips = await page.$$eval('#clip option', (os) => os.map((o) => o.value));
     check('viewer-shows-clips', clips.includes('Wuson_Walk'), JSON.stringify(clips));
-
-    // play two frames of the walk
     await page.selectOption('#clip', 'Wuson_Walk');
     await page.evaluate(() => window.viewer.show({ clip: 'Wuson_Walk', time: 0.3 }));
-    const a = await canvasStats(page);
-    await page.screenshot({ path: path.join(outDir, 'viewer-wuson-walk-0.3s.png') });
+    const a = await shot(page, 'viewer-wuson-walk-0.3s.png');
     await page.evaluate(() => window.viewer.show({ clip: 'Wuson_Walk', time: 1.5 }));
-    const b = await canvasStats(page);
-    await page.screenshot({ path: path.join(outDir, 'viewer-wuson-walk-1.5s.png') });
-    check('viewer-character-visible', a.fg > 0.01 && b.fg > 0.01, `foreground ${a.fg.toFixed(4)} ${b.fg.toFixed(4)}`);
-    const ch = changedFraction(a, b);
+    const b = await shot(page, 'viewer-wuson-walk-1.5s.png');
+    check('viewer-character-visible', a.mesh.frac > 0.01 && b.mesh.frac > 0.01, `mesh ${a.mesh.frac} ${b.mesh.frac}`);
+    const ch = changedFraction(a.img, b.img, a.rect);
     check('viewer-canvas-changed-between-frames', ch > 0.001, `changed ${ch}`);
-    console.log(`frames: foreground ${(100 * a.fg).toFixed(2)}% / ${(100 * b.fg).toFixed(2)}% of the canvas, ${(100 * ch).toFixed(2)}% of pixels changed`);
+    console.log(`frames: mesh ${(100 * a.mesh.frac).toFixed(2)}% / ${(100 * b.mesh.frac).toFixed(2)}% of the canvas, ${(100 * ch).toFixed(2)}% of pixels changed`);
+    { // the decoder reads what the canvas holds: mesh fraction from the page's own pixels
+      const inPage = await page.evaluate((warm) => {
+        const src = document.querySelector('#view canvas');
+        const c = document.createElement('canvas');
+        c.width = src.width; c.height = src.height;
+        const g = c.getContext('2d');
+        g.drawImage(src, 0, 0);
+        const d = g.getImageData(0, 0, c.width, c.height).data;
+        let n = 0;
+        for (let i = 0; i < d.length; i += 4) if (d[i] - d[i + 2] >= warm) n++;
+        return n / (d.length / 4);
+      }, 30);
+      check('viewer-screenshot-decoder-agrees-with-canvas', Math.abs(inPage - b.mesh.frac) < 0.01 && inPage > 0.01,
+        `canvas ${inPage}, screenshot ${b.mesh.frac}`);
+    }
 
-    // the play button streams frames (one request in flight, time advancing)
+    // play streams frames (one request in flight, time advancing); the
+    // status bar shows a frame rate while it plays
     const f0 = await page.evaluate(() => ({ n: window.viewer.state.frames, t: window.viewer.state.time }));
     await page.click('#play');
-    await page.waitForFunction((n0) => window.viewer.state.frames >= n0 + 3, f0.n, { timeout: 30000 });
+    await page.waitForFunction((n0) => window.viewer.state.frames >= n0 + 4, f0.n, { timeout: 30000 });
+    await page.waitForFunction(() => /fps \d+\.\d/.test(document.getElementById('status').innerText.replace(/\s+/g, ' ')), null, { timeout: 5000 })
+      .catch(() => {});
+    const fpsText = await page.$eval('#st-fps', (e) => e.innerText.replace(/\s+/g, ' '));
     await page.click('#play');
     await page.waitForFunction(() => !window.viewer.state.inflight, null, { timeout: 30000 });
     const f1 = await page.evaluate(() => ({ n: window.viewer.state.frames, t: window.viewer.state.time, playing: window.viewer.state.playing }));
-    check('viewer-play-button-streams-frames', f1.n >= f0.n + 3 && f1.t !== f0.t && !f1.playing, JSON.stringify([f0, f1]));
+    check('viewer-play-button-streams-frames', f1.n >= f0.n + 4 && f1.t !== f0.t && !f1.playing, JSON.stringify([f0, f1]));
+    check('viewer-status-fps-while-playing', /^fps \d+\.\d$/.test(fpsText) && parseFloat(fpsText.slice(4)) > 0, fpsText);
 
-    // the morph cube with its sliders
+    // the time slider goes back to 0 when the character changes (through
+    // the UI: drag the slider, then pick another character)
+    await page.$eval('#time', (el) => { el.value = '0.5'; el.dispatchEvent(new Event('input', { bubbles: true })); });
+    await page.waitForFunction(() => !window.viewer.state.inflight && window.viewer.state.time > 1, null, { timeout: 30000 });
+    const t0 = await page.evaluate(() => ({ v: document.getElementById('time').value, t: window.viewer.state.time }));
+    await page.selectOption('#character', 'wuson_dqs');
+    await waitShown(page, 'wuson_dqs');
+    const t1 = await page.evaluate(() => ({
+      v: Number(document.getElementById('time').value), t: window.viewer.state.time,
+      label: document.getElementById('timeval').textContent, clip: document.getElementById('clip').value,
+      first: window.viewer.state.clips[0].name,
+    }));
+    check('viewer-time-slider-reset-on-character-change',
+      Number(t0.v) === 0.5 && t0.t > 1 && t1.v === 0 && t1.t === 0 && /^0\.00 /.test(t1.label) && t1.clip === t1.first,
+      JSON.stringify([t0, t1]));
+
+    // ----------------------------------------------- other characters: refit
     await page.selectOption('#character', 'morphcube');
-    await page.waitForFunction(() => window.viewer.state.shown === 'morphcube', null, { timeout: 30000 });
-    const c0 = await canvasStats(page);
+    await waitShown(page, 'morphcube');
+    const c0 = await shot(page, 'viewer-morphcube.png');
+    checkInFrame('viewer-morphcube-in-frame', c0);
     await page.evaluate(() => window.viewer.show({ clip: '', weights: [1.0, 0.0] }));
-    const c1 = await canvasStats(page);
-    await page.screenshot({ path: path.join(outDir, 'viewer-morphcube.png') });
-    check('viewer-morph-weights-change-canvas', changedFraction(c0, c1) > 0.001 && c1.fg > 0.01);
+    const c1 = await shot(page);
+    check('viewer-morph-weights-change-canvas', changedFraction(c0.img, c1.img, c0.rect) > 0.001 && c1.mesh.frac > 0.01);
 
     // a model of another kind (rigapprox): its "controls" get sliders too
     await page.selectOption('#character', 'tinyra');
-    await page.waitForFunction(() => window.viewer.state.shown === 'tinyra', null, { timeout: 30000 });
+    await waitShown(page, 'tinyra');
     const nctl = await page.$$eval('#morphs .slider[data-input="controls"]', (d) => d.length);
     await page.evaluate(() => window.viewer.show({ inputs: { controls: [-1, -1, -1, -1, -1, -1, -1, -1] } }));
-    const r0 = await canvasStats(page);
+    const r0 = await shot(page);
     await page.evaluate(() => window.viewer.show({ inputs: { controls: [1, 1, 1, 1, 1, 1, 1, 1] } }));
-    const r1 = await canvasStats(page);
-    await page.screenshot({ path: path.join(outDir, 'viewer-tinyra.png') });
-    const rch = changedFraction(r0, r1);
-    check('viewer-rigapprox-control-sliders', nctl === 8 && r1.fg > 0.01 && rch > 0.0005,
-      `sliders ${nctl}, foreground ${r1.fg}, changed ${rch}`);
+    const r1 = await shot(page, 'viewer-tinyra.png');
+    const rch = changedFraction(r0.img, r1.img, r0.rect);
+    check('viewer-rigapprox-control-sliders', nctl === 8 && r1.mesh.frac > 0.01 && rch > 0.0005,
+      `sliders ${nctl}, mesh ${r1.mesh.frac}, changed ${rch}`);
+    checkInFrame('viewer-rigapprox-in-frame', r1);
 
     // joint sliders on the rigged wuson: moving one (through the UI) turns
     // the joint about its axis after its rest local rotation; the viewer's
     // joint_rotations equal that quaternion product computed here from the
     // metadata default, and its positions equal a plain HTTP infer (node's
-    // fetch, JSON) with the same joint_rotations, bit for bit.
+    // fetch, JSON) with the same joint_rotations, bit for bit. Row 0 is the
+    // root: turned 90° about z the character stands on its head, taller than
+    // the view it was fitted to, and must be in frame again.
     await page.selectOption('#character', 'wuson');
-    await page.waitForFunction(() => window.viewer.state.shown === 'wuson', null, { timeout: 30000 });
-    await page.evaluate(() => window.viewer.show({ clip: '', time: 0 }));
+    await waitShown(page, 'wuson');
+    await page.selectOption('#clip', '');
+    await page.waitForFunction(() => !window.viewer.state.inflight && window.viewer.state.clip === '', null, { timeout: 30000 });
     const nrows = await page.$$eval('#joints .slider.joint', (d) => d.length);
     const jrest = await page.evaluate(() => Array.from(window.viewer.state.positions));
-    const j0 = await canvasStats(page);
+    const j0 = await shot(page);
+    await page.selectOption('#axis-0', 'z');
+    await page.waitForFunction(() => !window.viewer.state.inflight, null, { timeout: 30000 });
     const nf = await page.evaluate(() => window.viewer.state.frames);
     await page.$eval('#joints .slider.joint[data-row="0"] input', (el) => {
-      el.value = '60';
+      el.value = '90';
       el.dispatchEvent(new Event('input', { bubbles: true }));
     });
     await page.waitForFunction((n0) => window.viewer.state.frames > n0 && !window.viewer.state.inflight, nf, { timeout: 30000 });
-    const j1 = await canvasStats(page);
-    await page.screenshot({ path: path.join(outDir, 'viewer-wuson-joint-slider.png') });
-    const jch = changedFraction(j0, j1);
-    check('viewer-joint-slider-changes-canvas', nrows >= 1 && nrows <= 6 && j1.fg > 0.01 && jch > 0.001,
-      `rows ${nrows}, foreground ${j1.fg}, changed ${jch}`);
+    const j1 = await shot(page, 'viewer-wuson-joint-slider.png');
+    const jch = changedFraction(j0.img, j1.img, j0.rect);
+    check('viewer-joint-slider-changes-canvas', nrows >= 1 && nrows <= 6 && j1.mesh.frac > 0.01 && jch > 0.001,
+      `rows ${nrows}, mesh ${j1.mesh.frac}, changed ${jch}`);
+    checkInFrame('viewer-pose-change-in-frame', j1);
     const jv = await page.evaluate(() => ({
       q: Array.from(window.viewer.jointRotations()),
       pos: Array.from(window.viewer.state.positions),
@@ -160,14 +259,15 @@ function changedFraction(a, b) {
     const qdef = jin.parameters.default;
     const J = jin.shape[1];
     const want = Float32Array.from(qdef);
-    { // rest ⊗ (axis x, 60°), Hamilton product written out
-      const j = jv.row.joint * 4, [x, y, z, w] = qdef.slice(j, j + 4);
-      const s = Math.sin(Math.PI / 6), c = Math.cos(Math.PI / 6);
-      want.set([w * s + x * c, y * c + z * s, z * c - y * s, w * c - x * s], j);
+    { // rest ⊗ (axis z, 90°): Hamilton product, x,y,z,w
+      const j = jv.row.joint * 4, [x1, y1, z1, w1] = qdef.slice(j, j + 4);
+      const [x2, y2, z2, w2] = [0, 0, Math.SQRT1_2, Math.SQRT1_2];
+      want.set([w1 * x2 + x1 * w2 + y1 * z2 - z1 * y2, w1 * y2 - x1 * z2 + y1 * w2 + z1 * x2,
+        w1 * z2 + x1 * y2 - y1 * x2 + z1 * w2, w1 * w2 - x1 * x2 - y1 * y2 - z1 * z2], j);
     }
     const qerr = Math.max(...jv.q.map((v, k) => Math.abs(v - want[k])));
     check('viewer-joint-rotation-is-rest-times-axis-angle',
-      jv.row.axis === 'x' && jv.row.angle === 60 && qdef.length === J * 4 && jv.q.length === J * 4 && qerr <= 1e-6,
+      jv.row.axis === 'z' && jv.row.angle === 90 && qdef.length === J * 4 && jv.q.length === J * 4 && qerr <= 1e-6,
       `row ${JSON.stringify(jv.row)}, ${jv.q.length} vs ${J * 4} values, max diff ${qerr}`);
     const ans = await (await fetch(url + '/v2/models/wuson/infer', {
       method: 'POST',
@@ -180,9 +280,10 @@ function changedFraction(a, b) {
     for (let k = 0; k < jrest.length && k < jv.pos.length; k++) moved = Math.max(moved, Math.abs(jv.pos[k] - jrest[k]));
     check('viewer-joint-slider-positions-equal-http-infer', same && moved > 1e-3,
       `${jv.pos.length} vs ${ref2.length} values, moved ${moved}`);
-    console.log(`joint slider: row 0 = ${meta.parameters.joints[jv.row.joint]} x 60°, ${(100 * jch).toFixed(2)}% of pixels changed, max vertex move ${moved.toFixed(4)}`);
+    console.log(`joint slider: row 0 = ${meta.parameters.joints[jv.row.joint]} z 90°, ${(100 * jch).toFixed(2)}% of pixels changed, max vertex move ${moved.toFixed(4)}`);
 
-    // the browser module equals curl for the same pose, binary and JSON
+    // ---------------------------------------------------- the browser module
+    // equals curl for the same pose, binary and JSON
     const pose = JSON.parse(fs.readFileSync(poseFile, 'utf8')).inputs[0];
     const curl = JSON.parse(fs.readFileSync(curlFile, 'utf8')).outputs.find((o) => o.name === 'positions');
     const ref = Float32Array.from(curl.data.flat(Infinity));
@@ -195,16 +296,15 @@ function changedFraction(a, b) {
         return { shape: r.positions.shape, data: Array.from(r.positions.data) };
       }, { pose, binary });
       const g = Float32Array.from(got.data);
-      let same = g.length === ref.length && JSON.stringify(got.shape) === JSON.stringify(curl.shape);
+      let eq = g.length === ref.length && JSON.stringify(got.shape) === JSON.stringify(curl.shape);
       let maxd = 0;
-      for (let i = 0; same && i < g.length; i++) {
+      for (let i = 0; eq && i < g.length; i++) {
         maxd = Math.max(maxd, Math.abs(g[i] - ref[i]));
-        if (g[i] !== ref[i]) same = false;
+        if (g[i] !== ref[i]) eq = false;
       }
-      check(`browser-module-${binary ? 'binary' : 'json'}-equals-curl`, same, `shape ${got.shape} vs ${curl.shape}, max diff ${maxd}`);
+      check(`browser-module-${binary ? 'binary' : 'json'}-equals-curl`, eq, `shape ${got.shape} vs ${curl.shape}, max diff ${maxd}`);
     }
-    // compact encodings decoded by the browser module, saved for viewer.sh to
-    // compare with the Python client's decoding of the same answers
+    // compact encodings decoded by the browser module == by the Python client
     for (const encoding of ['float16', 'int16']) {
       const got = await page.evaluate(async ({ pose, encoding }) => {
         const m = await import('./vendor/deformd.js');
@@ -212,7 +312,10 @@ function changedFraction(a, b) {
           { outputs: ['positions'], encoding });
         return Array.from(r.positions.data);
       }, { pose, encoding });
-      fs.writeFileSync(path.join(path.dirname(curlFile), `browser_${encoding}.json`), JSON.stringify(got));
+      const py = JSON.parse(fs.readFileSync(path.join(process.env.PY_DIR, `python_${encoding}.json`), 'utf8'));
+      const br = Float32Array.from(got);
+      check(`browser-module-${encoding}-equals-python-client`, py.length === br.length && py.length > 0 && br.every((v, i) => v === Math.fround(py[i])),
+        `${br.length} vs ${py.length} values`);
     }
     if (otherOrigin) {
       const p2 = await browser.newPage();
@@ -228,6 +331,66 @@ function changedFraction(a, b) {
       await p2.close();
     }
     check('viewer-no-page-errors', errors.length === 0, JSON.stringify(errors.slice(0, 5)));
+
+    // ------------------------------------------------------- 420 px wide
+    // (back to the rest pose first, with the page's button)
+    const nr = await page.evaluate(() => window.viewer.state.frames);
+    await page.click('#resetpose');
+    await page.waitForFunction((n0) => window.viewer.state.frames > n0 && !window.viewer.state.inflight, nr, { timeout: 30000 });
+    await page.setViewportSize(NARROW);
+    await page.waitForFunction((w) => document.querySelector('#view canvas').width === w * devicePixelRatio, NARROW.width, { timeout: 10000 });
+    await page.evaluate(() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r))));
+    const n0 = await shot(page, 'viewer-narrow-wuson.png');
+    checkInFrame('viewer-narrow-mesh-in-frame', n0);
+    checkStatus('viewer-narrow-status-bar', await statusBar(page));
+    const overflow = await page.evaluate(() => {
+      const vw = document.documentElement.clientWidth;
+      const wide = [];
+      for (const el of document.querySelectorAll('#app *')) {
+        const r = el.getBoundingClientRect();
+        if (r.width && (r.right > vw + 0.5 || r.left < -0.5) && !el.closest('.sr')) wide.push(`${el.tagName}#${el.id}.${el.className} ${r.left.toFixed(0)}..${r.right.toFixed(0)}`);
+      }
+      const sel = document.getElementById('character').getBoundingClientRect();
+      const cv = document.querySelector('#view canvas').getBoundingClientRect();
+      return { vw, scroll: document.documentElement.scrollWidth, wide: wide.slice(0, 5), selectOnScreen: sel.top >= 0 && sel.bottom <= innerHeight,
+        selectWidth: sel.width, canvas: [cv.width, cv.height] };
+    });
+    // nothing wider than the screen; the view spans the width (at least 200
+    // px high) and the character picker is on screen at a usable width
+    check('viewer-narrow-layout', overflow.vw === NARROW.width && overflow.scroll <= NARROW.width && !overflow.wide.length
+      && overflow.canvas[0] >= 0.95 * NARROW.width && overflow.canvas[1] >= 200 && overflow.selectOnScreen && overflow.selectWidth >= 200,
+      JSON.stringify(overflow));
+    await page.selectOption('#character', 'morphcube');
+    await waitShown(page, 'morphcube');
+    checkInFrame('viewer-narrow-morphcube-in-frame', await shot(page, 'viewer-narrow-morphcube.png'));
+    await page.selectOption('#character', 'wuson');
+    await waitShown(page, 'wuson');
+
+    // ------------------------------------------- the daemon stops and comes back
+    const beforeStop = await page.evaluate(() => window.viewer.state.frames);
+    execFileSync(process.env.STOP_CMD, { stdio: 'inherit' });
+    let down = true;
+    await page.waitForFunction(() => document.getElementById('status').dataset.state === 'unreachable', null, { timeout: 10000 })
+      .catch(() => { down = false; });
+    const sbDown = await statusBar(page);
+    const card = await page.evaluate(() => {
+      const c = document.getElementById('offline');
+      const r = c.getBoundingClientRect();
+      const v = document.getElementById('view').getBoundingClientRect();
+      return { shown: !c.hidden && r.width > 0 && r.left >= v.left && r.right <= v.right && r.top >= v.top && r.bottom <= v.bottom, text: c.innerText };
+    });
+    await shot(page, 'viewer-narrow-daemon-unreachable.png');
+    check('viewer-daemon-unreachable-shown', down && sbDown.inside && sbDown.uncovered && /daemon unreachable/.test(sbDown.text)
+      && card.shown && /unreachable/i.test(card.text), JSON.stringify({ down, sbDown, card }));
+    execFileSync(process.env.RESTART_CMD, { stdio: 'inherit' });
+    let back = true;
+    await page.waitForFunction((n0) => document.getElementById('status').dataset.state === 'connected'
+      && window.viewer.state.frames > n0 && !window.viewer.state.inflight, beforeStop, { timeout: 15000 }).catch(() => { back = false; });
+    const sbBack = await statusBar(page);
+    const cardGone = await page.evaluate(() => document.getElementById('offline').hidden);
+    check('viewer-recovers-when-daemon-back', back && cardGone && /connected/.test(sbBack.text), JSON.stringify({ back, cardGone, sbBack }));
+    const pageErrors = errors.filter((e) => !/Failed to load resource|ERR_CONNECTION_REFUSED/.test(e));
+    check('viewer-no-page-errors-while-daemon-down', pageErrors.length === 0, JSON.stringify(pageErrors.slice(0, 5)));
   } catch (e) {
     check('viewer-run', false, String(e && e.stack || e));
   } finally {

@@ -1,0 +1,321 @@
+// scene.js — the viewer's 3D view: renderer, lights, ground grid and camera.
+//
+// DESIGN
+// One View draws one mesh whose vertex positions the daemon computes (the
+// page copies them in, viewer.js); this module only decides how it looks.
+// Models are served Y-up (deform import --up converts, docs/own-character.md);
+// the mesh hangs under a root group that turns another up axis (setUp, the
+// page's ?up= override) to +Y, so the camera, the orbit controls and the
+// ground grid always work in a Y-up world.
+//
+// Camera fitting (track): the camera looks at the mesh from a fixed
+// elevation, from the front-right (glTF characters face +Z), more from the
+// side when the mesh's bounding box is long front to back; the distance is
+// the smallest at which every fitted point (the vertices, at most
+// MAX_FIT_POINTS of them) falls inside FILL of the view's half-height and
+// half-width, for the canvas's current aspect, and the target is shifted
+// until the points' projection is centred. Policy:
+//   'character' — a new character: default direction, fit, ground placed at
+//                 the box's lowest point, grid cells sized to the character;
+//   'view'      — the page's "Reset view": default direction, fit;
+//   'pose'      — a new clip, a reset pose, a resized canvas: keep the
+//                 user's orbit direction, fit the current box tightly;
+//   'follow'    — any other frame: refit (keeping direction) only when the
+//                 mesh left the fitted box, to the union of both, so a clip
+//                 playing in place never makes the camera pump.
+// Rendering is on demand: a frame is drawn when the mesh or the camera
+// changed (the loop only runs the orbit controls' damping).
+import * as THREE from 'three';
+import { OrbitControls } from './vendor/OrbitControls.js';
+
+// The mesh is a warm clay colour on a neutral background: the e2e test finds
+// the mesh in screenshots by its warmth (red well above blue), so the
+// background, grid and shadow must stay neutral or cool.
+export const COLORS = {
+  background: 0x23282f,
+  mesh: 0xd49a60,
+  gridCenter: 0x4f5864,
+  grid: 0x323841,
+};
+
+const ELEVATION = (16 * Math.PI) / 180;
+const FILL = 0.8; // the fitted points span this fraction of the half view (a margin around)
+const FOV = 35;
+const MAX_FIT_POINTS = 4096;
+
+const UPS = {
+  y: [0, 1, 0], '-y': [0, -1, 0], z: [0, 0, 1], '-z': [0, 0, -1], x: [1, 0, 0], '-x': [-1, 0, 0],
+};
+
+// 1, 2 or 5 times a power of ten, the nearest at or below v
+function niceStep(v) {
+  const p = 10 ** Math.floor(Math.log10(v));
+  const m = v / p;
+  return (m >= 5 ? 5 : m >= 2 ? 2 : 1) * p;
+}
+
+function radialTexture() {
+  const c = document.createElement('canvas');
+  c.width = c.height = 128;
+  const g = c.getContext('2d');
+  const grad = g.createRadialGradient(64, 64, 0, 64, 64, 64);
+  grad.addColorStop(0, 'rgba(0,0,0,0.55)');
+  grad.addColorStop(0.55, 'rgba(0,0,0,0.22)');
+  grad.addColorStop(1, 'rgba(0,0,0,0)');
+  g.fillStyle = grad;
+  g.fillRect(0, 0, 128, 128);
+  return new THREE.CanvasTexture(c);
+}
+
+export class View {
+  constructor(container) {
+    this.el = container;
+    const r = new THREE.WebGLRenderer({ antialias: true, preserveDrawingBuffer: true });
+    r.setPixelRatio(Math.min(window.devicePixelRatio || 1, 2));
+    container.prepend(r.domElement);
+    this.renderer = r;
+    this.scene = new THREE.Scene();
+    this.scene.background = new THREE.Color(COLORS.background);
+    this.scene.fog = new THREE.Fog(COLORS.background, 10, 40);
+    this.camera = new THREE.PerspectiveCamera(FOV, 1, 0.01, 1000);
+    this.scene.add(this.camera);
+    // a key light that follows the camera keeps the visible side lit from
+    // wherever the user orbits; the hemisphere light gives sky/ground fill
+    const key = new THREE.DirectionalLight(0xffffff, 2.0);
+    key.position.set(0.6, 0.9, 0.4);
+    this.camera.add(key);
+    this.camera.add(key.target);
+    key.target.position.set(0, 0, -1);
+    this.scene.add(new THREE.HemisphereLight(0xf0f3ff, 0x3b3835, 1.25));
+    const rim = new THREE.DirectionalLight(0xbfd4ff, 0.9);
+    rim.position.set(-1, 1.2, -1.5);
+    this.scene.add(rim);
+
+    this.root = new THREE.Group(); // turns the model's up axis to +Y
+    this.scene.add(this.root);
+    this.material = new THREE.MeshStandardMaterial({
+      color: COLORS.mesh, roughness: 0.62, metalness: 0.0, side: THREE.DoubleSide, fog: false,
+    });
+    this.pointMaterial = new THREE.PointsMaterial({ color: COLORS.mesh, size: 3, sizeAttenuation: false, fog: false });
+    this.mesh = null;
+
+    this.grid = null;
+    this.shadow = new THREE.Mesh(
+      new THREE.PlaneGeometry(1, 1),
+      new THREE.MeshBasicMaterial({ map: radialTexture(), transparent: true, depthWrite: false, fog: false }),
+    );
+    this.shadow.rotation.x = -Math.PI / 2;
+    this.shadow.renderOrder = -1;
+    this.shadow.visible = false;
+    this.scene.add(this.shadow);
+    this.showGrid = true;
+
+    this.controls = new OrbitControls(this.camera, r.domElement);
+    this.controls.enableDamping = true;
+    this.controls.dampingFactor = 0.12;
+    this.controls.addEventListener('change', () => this.invalidate());
+    this.fitBox = null; // the box the camera was last fitted to (world)
+    this.ground = 0;
+    this.dirty = true;
+    this.resize();
+    new ResizeObserver(() => { if (this.resize()) this.track('pose'); }).observe(container);
+    const loop = () => {
+      this.controls.update();
+      if (this.dirty) { this.dirty = false; this.renderer.render(this.scene, this.camera); }
+      requestAnimationFrame(loop);
+    };
+    requestAnimationFrame(loop);
+  }
+
+  invalidate() { this.dirty = true; }
+
+  // draw now (tests and screenshots read the canvas right after a frame)
+  render() { this.dirty = false; this.renderer.render(this.scene, this.camera); }
+
+  // true when the canvas size changed
+  resize() {
+    const w = Math.max(1, this.el.clientWidth);
+    const h = Math.max(1, this.el.clientHeight);
+    const s = this.renderer.getSize(new THREE.Vector2());
+    if (s.x === w && s.y === h) return false;
+    this.renderer.setSize(w, h, false);
+    this.camera.aspect = w / h;
+    this.camera.updateProjectionMatrix();
+    this.invalidate();
+    return true;
+  }
+
+  // up: 'y' (the served convention), 'z', '-z', 'x', '-x', '-y'
+  setUp(up) {
+    const v = UPS[up] || UPS.y;
+    this.root.quaternion.setFromUnitVectors(new THREE.Vector3(...v), new THREE.Vector3(0, 1, 0));
+    this.root.updateMatrixWorld(true);
+  }
+
+  // A new character's rest mesh (Float32Array xyz, triangle indices, may be
+  // empty: then points). Its camera is fitted on the first track('character').
+  setMesh(positions, indices) {
+    if (this.mesh) {
+      this.root.remove(this.mesh);
+      this.mesh.geometry.dispose();
+    }
+    const g = new THREE.BufferGeometry();
+    g.setAttribute('position', new THREE.BufferAttribute(Float32Array.from(positions), 3).setUsage(THREE.DynamicDrawUsage));
+    const n = positions.length / 3;
+    if (indices.length) {
+      g.setIndex(n > 65535 ? new THREE.Uint32BufferAttribute(indices, 1) : new THREE.Uint16BufferAttribute(indices, 1));
+      g.computeVertexNormals();
+      this.mesh = new THREE.Mesh(g, this.material);
+    } else {
+      this.mesh = new THREE.Points(g, this.pointMaterial);
+    }
+    g.computeBoundingBox();
+    this.root.add(this.mesh);
+    this.fitBox = null;
+    this.invalidate();
+  }
+
+  setPositions(data) {
+    const attr = this.mesh.geometry.getAttribute('position');
+    attr.array.set(data);
+    attr.needsUpdate = true;
+    if (this.mesh.isMesh) this.mesh.geometry.computeVertexNormals();
+    this.mesh.geometry.computeBoundingBox();
+    this.invalidate();
+  }
+
+  worldBox() {
+    this.mesh.updateMatrixWorld(true);
+    return this.mesh.geometry.boundingBox.clone().applyMatrix4(this.mesh.matrixWorld);
+  }
+
+  setGrid(on) {
+    this.showGrid = on;
+    if (this.grid) this.grid.visible = on;
+    this.shadow.visible = on && !!this.grid;
+    this.invalidate();
+  }
+
+  // see DESIGN: mode 'character' | 'pose' | 'follow'
+  track(mode) {
+    if (!this.mesh || !this.mesh.geometry.boundingBox) return;
+    const box = this.worldBox();
+    if (box.isEmpty()) return;
+    if (mode === 'character' || !this.fitBox) this.placeGround(box);
+    if (mode === 'character' || mode === 'view' || !this.fitBox) {
+      this.fit(box, this.defaultDirection(box), this.fitPoints());
+      return;
+    }
+    let extra = null;
+    if (mode === 'follow') {
+      const slack = this.fitBox.getSize(new THREE.Vector3()).multiplyScalar(0.02);
+      const roomy = this.fitBox.clone().expandByVector(slack);
+      if (roomy.containsBox(box)) return;
+      extra = this.fitBox.clone();
+      box.union(this.fitBox);
+    }
+    const dir = this.camera.position.clone().sub(this.controls.target);
+    if (dir.lengthSq() < 1e-12) dir.copy(this.defaultDirection(box));
+    this.fit(box, dir.normalize(), this.fitPoints(extra));
+  }
+
+  defaultDirection(box) {
+    const s = box.getSize(new THREE.Vector3());
+    // more from the side when the mesh is long front to back (a quadruped)
+    const az = ((s.z > 1.3 * s.x ? 58 : 32) * Math.PI) / 180;
+    return new THREE.Vector3(Math.sin(az) * Math.cos(ELEVATION), Math.sin(ELEVATION), Math.cos(az) * Math.cos(ELEVATION));
+  }
+
+  placeGround(box) {
+    const s = box.getSize(new THREE.Vector3());
+    const c = box.getCenter(new THREE.Vector3());
+    const extent = Math.max(s.x, s.z, s.y * 0.5, 1e-6);
+    const cell = niceStep(extent / 4);
+    const divisions = 60;
+    if (this.grid) {
+      this.scene.remove(this.grid);
+      this.grid.geometry.dispose();
+      this.grid.material.dispose();
+    }
+    this.grid = new THREE.GridHelper(cell * divisions, divisions, COLORS.gridCenter, COLORS.grid);
+    this.ground = box.min.y;
+    this.grid.position.set(Math.round(c.x / cell) * cell, this.ground, Math.round(c.z / cell) * cell);
+    this.grid.visible = this.showGrid;
+    this.scene.add(this.grid);
+    const r = Math.max(s.x, s.z) * 1.25;
+    this.shadow.scale.set(r, r, 1);
+    this.shadow.position.set(c.x, this.ground + extent * 1e-3, c.z);
+    this.shadow.visible = this.showGrid;
+    this.cell = cell;
+  }
+
+  // Up to MAX_FIT_POINTS of the mesh's vertices in world space (a stride
+  // through them), plus the corners of extra (a box) when given.
+  fitPoints(extra) {
+    const a = this.mesh.geometry.getAttribute('position').array;
+    const n = a.length / 3;
+    const stride = Math.max(1, Math.ceil(n / MAX_FIT_POINTS));
+    const m = this.mesh.matrixWorld;
+    const pts = [];
+    for (let i = 0; i < n; i += stride) pts.push(new THREE.Vector3(a[3 * i], a[3 * i + 1], a[3 * i + 2]).applyMatrix4(m));
+    if (extra) {
+      for (let k = 0; k < 8; k++) {
+        pts.push(new THREE.Vector3(k & 1 ? extra.max.x : extra.min.x, k & 2 ? extra.max.y : extra.min.y, k & 4 ? extra.max.z : extra.min.z));
+      }
+    }
+    return pts;
+  }
+
+  // Fit the camera to the points (the box holds them), looking along -dir
+  // (dir: target -> camera, unit).
+  fit(box, dir, points) {
+    const cam = this.camera;
+    const tanV = Math.tan((cam.fov * Math.PI) / 360) * FILL;
+    const tanH = tanV * cam.aspect;
+    const worldUp = new THREE.Vector3(0, 1, 0);
+    let right = new THREE.Vector3().crossVectors(worldUp, dir);
+    if (right.lengthSq() < 1e-8) right.set(1, 0, 0); // looking straight down/up
+    right.normalize();
+    const up = new THREE.Vector3().crossVectors(dir, right).normalize();
+    const target = box.getCenter(new THREE.Vector3());
+    const v = new THREE.Vector3();
+    // the smallest distance at which every point is inside the view
+    const distance = () => {
+      let d = 0;
+      for (const p of points) {
+        v.subVectors(p, target);
+        const x = v.dot(right), y = v.dot(up), z = v.dot(dir);
+        d = Math.max(d, z + Math.abs(x) / tanH, z + Math.abs(y) / tanV);
+      }
+      return d;
+    };
+    let dist = distance();
+    for (let iter = 0; iter < 3; iter++) {
+      // centre the points' projection: shift the target by the midpoint of
+      // their extent in the view plane (at the target's depth)
+      let x0 = Infinity, x1 = -Infinity, y0 = Infinity, y1 = -Infinity;
+      for (const p of points) {
+        v.subVectors(p, target);
+        const d = dist - v.dot(dir);
+        const x = (v.dot(right) / d) * dist, y = (v.dot(up) / d) * dist;
+        x0 = Math.min(x0, x); x1 = Math.max(x1, x); y0 = Math.min(y0, y); y1 = Math.max(y1, y);
+      }
+      target.addScaledVector(right, (x0 + x1) / 2).addScaledVector(up, (y0 + y1) / 2);
+      dist = distance();
+    }
+    const size = box.getSize(new THREE.Vector3()).length();
+    cam.position.copy(target).addScaledVector(dir, dist);
+    cam.near = Math.max(dist / 200, size / 1e4);
+    cam.far = dist * 60;
+    cam.up.set(0, 1, 0);
+    cam.updateProjectionMatrix();
+    this.controls.target.copy(target);
+    this.controls.minDistance = size * 0.05;
+    this.controls.maxDistance = dist * 20;
+    this.controls.update();
+    this.scene.fog.near = dist * 1.1;
+    this.scene.fog.far = dist * 3.5;
+    this.fitBox = box.clone();
+    this.invalidate();
+  }
+}
