@@ -1,0 +1,205 @@
+#!/usr/bin/env bash
+# tests/e2e/retarget.sh — retarget models built from the committed ICT data,
+# served by the real daemon, equal to the offline evaluation; bad input gets
+# a clear error.
+#
+# Steps: `tools/retarget/make_data.py build` turns tests/data/ict into the
+# source and T1 rigs and a short performance (64 frames); `deform retarget
+# build` makes three models (parallel names with markers, the cloning
+# matrix with markers, its non-negative variant); `deform retarget apply`
+# evaluates the performance offline (markers with 1 mm noise, and the known
+# source weights); bin/deformd serves the repository and the same poses go
+# over HTTP (one pose per request, eight in one request, JSON and the
+# binary-data extension). Tolerance: 1e-4 cm on positions (of a 12.6 cm
+# face) and 1e-4 on weights (float rounding differs between batch
+# compositions: sgemv for one pose, sgemm for several).
+# Refused, with the reason named: p < m corresponding poses, rigs whose names
+# do not match, a duplicated or out-of-range landmark, a truncated model
+# version (skipped by the daemon, which serves the good one), and over HTTP
+# a wrong marker count, NaN markers, collinear and duplicated markers, both
+# inputs in one pose.
+. "$(dirname "$0")/product_common.sh"
+
+D=$T/data
+"$PY" tools/retarget/make_data.py build --data tests/data/ict --out "$D" --frames 64 >"$T/data.log" 2>&1 \
+    && ok rt-data || { cat "$T/data.log"; fail rt-data; finish; exit 1; }
+R=$T/repo
+POSES="tests/data/ict/clone_source.npy tests/data/ict/clone_target.npy"
+"$BIN/deform" retarget build --source "$D/source.safetensors" --target "$D/t1.safetensors" \
+    --repository "$R" --name t1_names --markers "$D/landmarks68.txt" >"$T/b1.log" 2>&1 \
+    && grep -q "names: 8 of 25 target shapes matched by name" "$T/b1.log" \
+    && grep -q "source controls with no target shape:.* mouthSmile_L" "$T/b1.log" \
+    && grep -q "target shapes with no source control:.* smirk_L" "$T/b1.log" \
+    && ok rt-build-names-reports || { cat "$T/b1.log"; fail rt-build-names-reports; }
+"$BIN/deform" retarget build --source "$D/source.safetensors" --target "$D/t1.safetensors" \
+    --repository "$R" --name t1 --map clone --poses $POSES --markers "$D/landmarks68.txt" >"$T/b2.log" 2>&1 \
+    && grep -q "clone: E \[25 x 55\] from 80 poses" "$T/b2.log" && ok rt-build-clone \
+    || { cat "$T/b2.log"; fail rt-build-clone; finish; exit 1; }
+"$BIN/deform" retarget build --source "$D/source.safetensors" --target "$D/t1.safetensors" \
+    --repository "$R" --name t1_nn --map clone-nn --poses $POSES >"$T/b3.log" 2>&1 \
+    && ok rt-build-clone-nn || { cat "$T/b3.log"; fail rt-build-clone-nn; }
+
+# bad builds: each refused with its reason, nothing written
+"$PY" -c 'import numpy as np, sys
+v = np.load(sys.argv[1]); w = np.load(sys.argv[2])
+np.save(sys.argv[3], v[:40]); np.save(sys.argv[4], w[:40])' $POSES "$T/v40.npy" "$T/w40.npy"
+"$BIN/deform" retarget build --source "$D/source.safetensors" --target "$D/t1.safetensors" \
+    --repository "$T/bad" --name x --map clone --poses "$T/v40.npy" "$T/w40.npy" >"$T/bad1.log" 2>&1
+[ $? -eq 1 ] && grep -q "40 corresponding poses for 55 source controls: the cloning matrix needs p >= m" "$T/bad1.log" \
+    && [ ! -e "$T/bad/x/1" ] && ok rt-refuse-too-few-poses || { cat "$T/bad1.log"; fail rt-refuse-too-few-poses; }
+"$PY" - "$D/t1.safetensors" "$T/t1_renamed.safetensors" <<'EOF'
+import json, struct, sys
+b = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+h["__metadata__"]["morph_names"] = json.dumps(["shape%d" % i for i in range(25)])
+hj = json.dumps(h).encode()
+hj += b" " * ((8 - len(hj) % 8) % 8)
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(hj)) + hj + b[8 + n:])
+EOF
+"$BIN/deform" retarget build --source "$D/source.safetensors" --target "$T/t1_renamed.safetensors" \
+    --repository "$T/bad" --name x >"$T/bad2.log" 2>&1
+[ $? -eq 1 ] && grep -q "no target shape has a source control's name" "$T/bad2.log" \
+    && grep -q "names: 0 of 25" "$T/bad2.log" && ok rt-refuse-mismatched-names \
+    || { cat "$T/bad2.log"; fail rt-refuse-mismatched-names; }
+{ head -5 "$D/landmarks68.txt"; head -1 "$D/landmarks68.txt"; } >"$T/dup.txt"
+"$BIN/deform" retarget build --source "$D/source.safetensors" --target "$D/t1.safetensors" \
+    --repository "$T/bad" --name x --markers "$T/dup.txt" >"$T/bad3.log" 2>&1
+[ $? -eq 1 ] && grep -q "duplicated landmark" "$T/bad3.log" && ok rt-refuse-duplicated-landmark \
+    || { cat "$T/bad3.log"; fail rt-refuse-duplicated-landmark; }
+printf '1\n2\n99999\n' >"$T/oor.txt"
+"$BIN/deform" retarget build --source "$D/source.safetensors" --target "$D/t1.safetensors" \
+    --repository "$T/bad" --name x --markers "$T/oor.txt" >"$T/bad4.log" 2>&1
+[ $? -eq 1 ] && grep -q "marker 2 is vertex 99999, the source has 11248 vertices" "$T/bad4.log" \
+    && ok rt-refuse-landmark-out-of-range || { cat "$T/bad4.log"; fail rt-refuse-landmark-out-of-range; }
+[ ! -e "$T/bad/x/1/model.safetensors" ] && ok rt-bad-builds-write-nothing || fail rt-bad-builds-write-nothing
+
+# a truncated version 2 next to the good version 1: the daemon serves 1
+mkdir -p "$R/t1/2"
+head -c 100000 "$R/t1/1/model.safetensors" >"$R/t1/2/model.safetensors"
+
+# offline
+"$PY" -c 'import numpy as np, sys
+d = sys.argv[1]
+np.save(d + "/x8.npy", np.load(d + "/perf_test_markers_1mm.npy")[:8])
+np.save(d + "/w8.npy", np.load(d + "/perf_test_weights.npy")[:8])' "$D"
+"$BIN/deform" retarget apply "$R/t1/1" --markers "$D/x8.npy" --positions "$T/off_pos.npy" \
+    --target-weights "$T/off_tw.npy" --solved "$T/off_sw.npy" >"$T/apply.log" 2>&1 \
+    && "$BIN/deform" retarget apply "$R/t1/1" --weights "$D/w8.npy" --positions "$T/off_wpos.npy" \
+       --target-weights "$T/off_wtw.npy" >>"$T/apply.log" 2>&1 \
+    && ok rt-offline-apply || { cat "$T/apply.log"; fail rt-offline-apply; finish; exit 1; }
+
+start_daemon "$R" && ok rt-daemon-ready || { fail rt-daemon-ready; finish; exit 1; }
+grep -q "t1" "$T/deformd.log" && grep -q "version 2\|/2/" "$T/deformd.log" && ok rt-truncated-version-skipped \
+    || { cat "$T/deformd.log"; fail rt-truncated-version-skipped; }
+
+"$PY" - "$T" "$D" "$URL" <<'EOF' || NFAIL=$((NFAIL + 1))
+import json, struct, sys, urllib.request, urllib.error
+import numpy as np
+T, D, URL = sys.argv[1:4]
+fails = 0
+def check(name, cond, detail=""):
+    global fails
+    print(("ok " if cond else "FAIL ") + "rt-" + name + ("" if cond else " " + str(detail)[:600]))
+    fails += 0 if cond else 1
+
+def post(path, body, headers=None):
+    h = {"Content-Type": "application/json"}
+    h.update(headers or {})
+    req = urllib.request.Request(URL + path, data=body, headers=h)
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+def infer(inputs, outputs=("positions", "target_weights", "solved_weights"), model="t1"):
+    st, b = post("/v2/models/%s/infer" % model, json.dumps(
+        {"inputs": inputs, "outputs": [{"name": n} for n in outputs]}).encode())
+    if st != 200:
+        return st, b.decode(errors="replace")
+    a = json.loads(b)
+    return st, {o["name"]: np.array(o["data"], np.float64).reshape(o["shape"]) for o in a["outputs"]}
+
+X = np.load(D + "/x8.npy"); W = np.load(D + "/w8.npy")
+pos = np.load(T + "/off_pos.npy"); tw = np.load(T + "/off_tw.npy"); sw = np.load(T + "/off_sw.npy")
+wpos = np.load(T + "/off_wpos.npy"); wtw = np.load(T + "/off_wtw.npy")
+TP, TW = 1e-4, 1e-4
+
+meta = json.loads(urllib.request.urlopen(URL + "/v2/models/t1").read())
+ins = {i["name"]: i["shape"] for i in meta["inputs"]}
+outs = {o["name"] for o in meta["outputs"]}
+check("metadata", ins.get("markers") == [-1, 68, 3] and ins.get("source_weights") == [-1, 55]
+      and {"positions", "normals", "target_weights", "solved_weights"} <= outs
+      and str(meta.get("versions", ["1"])[-1]) == "1", meta)
+
+worst = [0.0, 0.0, 0.0]
+for p in (0, 3, 7):
+    st, a = infer([{"name": "markers", "shape": [68, 3], "datatype": "FP32", "data": X[p].ravel().tolist()}])
+    if st != 200:
+        check("http-markers-single", False, "status %s %s" % (st, a)); break
+    worst = [max(worst[0], float(np.abs(a["positions"].reshape(-1, 3) - pos[p]).max())),
+             max(worst[1], float(np.abs(a["target_weights"].ravel() - tw[p]).max())),
+             max(worst[2], float(np.abs(a["solved_weights"].ravel() - sw[p]).max()))]
+else:
+    check("http-markers-single-equals-offline", worst[0] <= TP and worst[1] <= TW and worst[2] <= TW,
+          "max diffs positions %g, target weights %g, solved %g" % tuple(worst))
+
+st, a = infer([{"name": "markers", "shape": [8, 68, 3], "datatype": "FP32", "data": X.ravel().tolist()}])
+if st == 200:
+    d = (float(np.abs(a["positions"].reshape(8, -1, 3) - pos).max()),
+         float(np.abs(a["target_weights"].reshape(8, -1) - tw).max()))
+    check("http-markers-batch8-equals-offline", d[0] <= TP and d[1] <= TW, "max diffs %g %g" % d)
+else:
+    check("http-markers-batch8-equals-offline", False, "status %s %s" % (st, a))
+
+st, a = infer([{"name": "source_weights", "shape": [8, 55], "datatype": "FP32", "data": W.ravel().tolist()}])
+if st == 200:
+    d = (float(np.abs(a["positions"].reshape(8, -1, 3) - wpos).max()),
+         float(np.abs(a["target_weights"].reshape(8, -1) - wtw).max()),
+         float(np.abs(a["solved_weights"].reshape(8, -1) - W).max()))
+    check("http-weights-batch8-equals-offline", d[0] <= TP and d[1] <= TW and d[2] <= 1e-7, "max diffs %g %g %g" % d)
+else:
+    check("http-weights-batch8-equals-offline", False, "status %s %s" % (st, a))
+
+# the binary-data extension: the same pose as raw float32
+hdr = json.dumps({"inputs": [{"name": "markers", "shape": [68, 3], "datatype": "FP32",
+                              "parameters": {"binary_data_size": 68 * 12}}],
+                  "outputs": [{"name": "target_weights"}]}).encode()
+st, b = post("/v2/models/t1/infer", hdr + X[3].astype("<f4").tobytes(),
+             {"Inference-Header-Content-Length": str(len(hdr)), "Content-Type": "application/octet-stream"})
+ok_bin = st == 200
+if ok_bin:
+    a = json.loads(b)
+    got = np.array(a["outputs"][0]["data"], np.float64)
+    ok_bin = float(np.abs(got - tw[3]).max()) <= TW
+check("http-binary-markers", ok_bin, "status %s %s" % (st, b[:300]))
+
+# bad input: a clear 4xx naming the problem, and the daemon keeps serving
+def refused(name, inputs, needle, body=None, headers=None):
+    if body is None:
+        st, a = infer(inputs)
+    else:
+        st, raw = post("/v2/models/t1/infer", body, headers)
+        a = raw.decode(errors="replace")
+    check("refuse-" + name, 400 <= st < 500 and needle in str(a), "status %s %s" % (st, a))
+
+refused("wrong-marker-count", [{"name": "markers", "shape": [67, 3], "datatype": "FP32",
+                                "data": X[0][:67].ravel().tolist()}], "markers")
+nan = X[0].astype("<f4").copy(); nan[10, 1] = np.nan
+refused("nan-markers", None, "not finite", hdr + nan.tobytes(),
+        {"Inference-Header-Content-Length": str(len(hdr)), "Content-Type": "application/octet-stream"})
+line = np.outer(np.arange(68), [1.0, 2.0, 3.0])
+refused("collinear-markers", [{"name": "markers", "shape": [68, 3], "datatype": "FP32",
+                               "data": line.ravel().tolist()}], "collinear")
+refused("duplicated-markers", [{"name": "markers", "shape": [68, 3], "datatype": "FP32",
+                                "data": [1.5] * 204}], "collinear or coincide")
+refused("both-inputs", [{"name": "markers", "shape": [68, 3], "datatype": "FP32", "data": X[0].ravel().tolist()},
+                        {"name": "source_weights", "shape": [55], "datatype": "FP32", "data": W[0].tolist()}],
+        "not both")
+st, a = infer([{"name": "markers", "shape": [68, 3], "datatype": "FP32", "data": X[0].ravel().tolist()}])
+check("serves-after-bad-input", st == 200 and float(np.abs(a["positions"].reshape(-1, 3) - pos[0]).max()) <= TP,
+      "status %s" % st)
+sys.exit(1 if fails else 0)
+EOF
+finish
