@@ -88,7 +88,7 @@ async function statusBar(page) {
 function checkStatus(name, sb) {
   const t = sb.text;
   const ok = sb.inside && sb.uncovered && sb.visible && /connected/.test(t) && sb.state === 'connected'
-    && /fps \S+/.test(t) && /latency \d+(\.\d+)? ms/.test(t) && /↓ \d+(\.\d+)? KiB ↑ \d+(\.\d+)? (B|KiB)/.test(t);
+    && /fps \S+/.test(t) && /latency \d+(\.\d+)? ms/.test(t) && /↓ \d+(\.\d+)? (B|KiB|MiB) ↑ \d+(\.\d+)? (B|KiB|MiB)/.test(t);
   check(name, ok, JSON.stringify(sb));
 }
 
@@ -362,7 +362,21 @@ const waitShown = (page, name) => page.waitForFunction((n) => window.viewer.stat
       JSON.stringify(overflow));
     await page.selectOption('#character', 'morphcube');
     await waitShown(page, 'morphcube');
-    checkInFrame('viewer-narrow-morphcube-in-frame', await shot(page, 'viewer-narrow-morphcube.png'));
+    const nm = await shot(page, 'viewer-narrow-morphcube.png');
+    checkInFrame('viewer-narrow-morphcube-in-frame', nm);
+    { // the camera is refitted on a character change: morphcube after wuson
+      // looks as morphcube opened directly (a fresh page, ?character=)
+      const p3 = await browser.newPage({ viewport: NARROW });
+      await p3.setViewportSize(NARROW);
+      await p3.goto(url + '/viewer/?character=morphcube', { waitUntil: 'load' });
+      await p3.waitForFunction(() => window.viewer && window.viewer.state.shown === 'morphcube' && !window.viewer.state.inflight, null, { timeout: 60000 });
+      const fresh = await shot(p3);
+      await p3.close();
+      const diff = changedFraction(nm.img, fresh.img, nm.rect);
+      console.log(`character change: ${(100 * diff).toFixed(3)}% of the canvas differs from a fresh page`);
+      check('viewer-character-change-refits-camera', fresh.frame.ok && diff < 0.005,
+        `${(100 * diff).toFixed(2)}% of the canvas differs from a fresh page on the character (${boxText(fresh)})`);
+    }
     await page.selectOption('#character', 'wuson');
     await waitShown(page, 'wuson');
 
