@@ -787,6 +787,7 @@ int df_refrig_write_dataset(const df_refrig_t *r, int n, uint64_t seed,
     d.joint_names = r->joint_names, d.invbind = r->invbind;
     d.skin_j = r->skin_j, d.skin_w = r->skin_w;
     d.controls = ctl, d.joints = wm, d.positions = pos, d.influence = infl;
+    d.parents = r->parents;
     d.height = r->height;
     rc = df_rigdata_write(&d, path, err);
 done:

@@ -33,14 +33,38 @@ typedef struct df_rigdata {
     const float *positions;    /* [N,V,3] */
     const float *influence;    /* [C+J,V] or NULL */
     float height;              /* largest rest bbox extent */
+    /* format 2 (optional; NULL / 0 when absent) */
+    const int32_t *parents;    /* [J] joint hierarchy (-1: root); NULL: the
+                                  trainer infers it from the samples */
+    const float *rest_frames;  /* [J,12] world matrix of each joint at rest */
+    int64_t ns;                /* rig controls the exporter sampled */
+    const float *sample_values;/* [N,S] their values, per sample */
+    char *sample_controls;     /* JSON array describing them (owned) */
+    int64_t first, total;      /* samples [first, first + n) of an export of
+                                  `total` written in shards (0, n: whole) */
     df_st_t *st;               /* owned when opened from a file */
+    void *owned;               /* samples concatenated from shards */
 } df_rigdata_t;
 
-/* All arrays borrowed. */
+#define DF_RIGDATA_MAX_SHARDS 1024
+
+/* All arrays borrowed. Writes format_version 2 when any format-2 field is
+ * set, else 1. */
 int df_rigdata_write(const df_rigdata_t *d, const char *path, df_error_t *err);
-/* Open and validate. *d filled; close with df_rigdata_close. */
+/* Open and validate. *d filled; close with df_rigdata_close. A shard of a
+ * larger export is refused (open every shard with df_rigdata_open_shards). */
 int df_rigdata_open(const char *path, df_rigdata_t *d, df_error_t *err);
+/* Open the n files of one export written in shards (any order) as one
+ * dataset: every shard must describe the same rig (mesh, skin, joints,
+ * controls, ranges, hierarchy) and together they must hold samples
+ * 0..total-1 exactly once; samples are concatenated in export order and
+ * influence scores combined by their maximum (each is a maximum over its
+ * shard's poses). n == 1: df_rigdata_open. */
+int df_rigdata_open_shards(const char *const *paths, int n, df_rigdata_t *d, df_error_t *err);
 void df_rigdata_close(df_rigdata_t *d);
+/* Check a joint hierarchy: par[j] in [-1, J), no joint its own ancestor.
+ * Returns DF_OK or DF_EFORMAT naming the joint (names may be NULL). */
+int df_rigdata_check_parents(int64_t J, const int32_t *par, char *const *names, df_error_t *err);
 /* Evaluate model m (kind rigapprox, or any model with a joint_matrices
  * input and a positions output) on samples [s, s+n) of d, n <=
  * DF_RIGDATA_EVAL_MAX: out[b] receives sample s+b's positions [V,3]. */
@@ -194,10 +218,14 @@ int df__ra_refit_solve(int64_t n, int Hd, const float *h, int64_t D, const float
                        const float *G, double ridge, float *W, float *b, df_error_t *err);
 
 /* Internal (tested): joint parents inferred from ns samples of world
- * matrices joints [ns,J,12]: p is the joint for which R_p^T (t_j - t_p) is
- * constant (variance < 1e-8 scale^2), else -1. Used to feed each anchor
- * network the parents of the joints that move it. */
-void df__ra_joint_parents(int64_t ns, int64_t J, const float *joints, double scale, int32_t *par);
+ * matrices joints [ns,J,12] (datasets without joint_parents): p is the
+ * joint for which R_p^T (t_j - t_p) is constant (variance < 1e-8 scale^2),
+ * else -1; a candidate with a zero offset (a joint growing from the same
+ * point) yields to one with a non-zero offset. Returns DF_EFORMAT naming
+ * the joint when two candidates remain (ambiguous) or the parents form a
+ * cycle (names may be NULL). */
+int df__ra_joint_parents(int64_t ns, int64_t J, const float *joints, double scale, char *const *names,
+                         int32_t *par, df_error_t *err);
 
 
 /* ------------------------------------------- error-driven extra anchors */

@@ -26,16 +26,24 @@ int df_rigdata_write(const df_rigdata_t *d, const char *path, df_error_t *err)
     int64_t s_v3[2] = {d->nv, 3}, s_t3[2] = {d->nt, 3}, s_c3[2] = {d->nc, 3},
             s_j12[2] = {d->nj, 12}, s_vk[2] = {d->nv, d->k}, s_nc[2] = {d->n, d->nc},
             s_nj[3] = {d->n, d->nj, 12}, s_nv[3] = {d->n, d->nv, 3},
-            s_in[2] = {d->nc + d->nj, d->nv};
-    char hb[32];
+            s_in[2] = {d->nc + d->nj, d->nv}, s_j[1] = {d->nj}, s_ns[2] = {d->n, d->ns};
+    char hb[32], fb[32], tb[32];
     snprintf(hb, sizeof hb, "%.9g", d->height);
+    snprintf(fb, sizeof fb, "%lld", (long long)d->first);
+    snprintf(tb, sizeof tb, "%lld", (long long)(d->total > 0 ? d->total : d->n));
+    int v2 = d->parents || d->rest_frames || d->sample_values || d->total > 0;
     char *cn = names_json(d->control_names, d->nc), *jn = names_json(d->joint_names, d->nj);
     int rc = 0;
     rc |= df_st_writer_meta(w, "kind", "rigdata");
-    rc |= df_st_writer_meta(w, "format_version", "1");
+    rc |= df_st_writer_meta(w, "format_version", v2 ? "2" : "1");
     rc |= df_st_writer_meta(w, "control_names", cn ? cn : "[]");
     rc |= df_st_writer_meta(w, "joint_names", jn ? jn : "[]");
     rc |= df_st_writer_meta(w, "height", hb);
+    if (d->total > 0) {
+        rc |= df_st_writer_meta(w, "first_sample", fb);
+        rc |= df_st_writer_meta(w, "total_samples", tb);
+    }
+    if (d->sample_values && d->sample_controls) rc |= df_st_writer_meta(w, "sample_controls", d->sample_controls);
     rc |= df_st_writer_add(w, "rest_positions", DF_DT_F32, 2, s_v3, d->rest);
     rc |= df_st_writer_add(w, "triangles", DF_DT_I32, 2, s_t3, d->tris);
     if (d->nc) rc |= df_st_writer_add(w, "control_ranges", DF_DT_F32, 2, s_c3, d->ctrl_range);
@@ -46,6 +54,9 @@ int df_rigdata_write(const df_rigdata_t *d, const char *path, df_error_t *err)
     rc |= df_st_writer_add(w, "joint_matrices", DF_DT_F32, 3, s_nj, d->joints);
     rc |= df_st_writer_add(w, "positions", DF_DT_F32, 3, s_nv, d->positions);
     if (d->influence) rc |= df_st_writer_add(w, "influence", DF_DT_F32, 2, s_in, d->influence);
+    if (d->parents) rc |= df_st_writer_add(w, "joint_parents", DF_DT_I32, 1, s_j, d->parents);
+    if (d->rest_frames) rc |= df_st_writer_add(w, "rest_joint_matrices", DF_DT_F32, 2, s_j12, d->rest_frames);
+    if (d->sample_values && d->ns > 0) rc |= df_st_writer_add(w, "sample_values", DF_DT_F32, 2, s_ns, d->sample_values);
     free(cn), free(jn);
     if (rc) {
         df_st_writer_free(&w);
@@ -56,6 +67,36 @@ int df_rigdata_write(const df_rigdata_t *d, const char *path, df_error_t *err)
     return rc;
 }
 
+int df_rigdata_check_parents(int64_t J, const int32_t *par, char *const *names, df_error_t *err)
+{
+#define JN(j) (names && names[j] ? names[j] : "?")
+    for (int64_t j = 0; j < J; j++)
+        if (par[j] < -1 || par[j] >= J || par[j] == j)
+            return df_error_set(err, DF_EFORMAT, "joint_parents: joint %lld ('%s') has parent %d (want -1 or another joint < %lld)",
+                                (long long)j, JN(j), par[j], (long long)J);
+    for (int64_t j = 0; j < J; j++) {
+        int64_t p = j, steps = 0;
+        while (p >= 0 && steps <= J) p = par[p], steps++;
+        if (p < 0) continue;
+        /* j reaches a cycle: name its joints */
+        char b[400];
+        size_t o = 0;
+        int64_t q = j;
+        for (int64_t k = 0; k < J; k++) q = par[q]; /* now on the cycle */
+        int64_t c0 = q;
+        do {
+            o += (size_t)snprintf(b + o, o < sizeof b ? sizeof b - o : 0, "'%s' -> ", JN(q));
+            q = par[q];
+        } while (q != c0 && o < sizeof b);
+        if (o < sizeof b) snprintf(b + o, sizeof b - o, "'%s'", JN(c0));
+        b[sizeof b - 1] = 0;
+        return df_error_set(err, DF_EFORMAT, "joint_parents: the hierarchy has a cycle (%s): each joint's parent "
+                                             "must lead to a root", b);
+    }
+    return DF_OK;
+#undef JN
+}
+
 void df_rigdata_close(df_rigdata_t *d)
 {
     if (d->control_names)
@@ -64,11 +105,13 @@ void df_rigdata_close(df_rigdata_t *d)
         for (int64_t i = 0; i < d->nj; i++) free(d->joint_names[i]);
     free(d->control_names);
     free(d->joint_names);
+    free(d->sample_controls);
+    free(d->owned);
     df_st_close(&d->st);
     memset(d, 0, sizeof *d);
 }
 
-int df_rigdata_open(const char *path, df_rigdata_t *d, df_error_t *err)
+static int open_one(const char *path, df_rigdata_t *d, df_error_t *err)
 {
     memset(d, 0, sizeof *d);
     int rc = df_st_open(path, NULL, &d->st, err);
@@ -112,9 +155,23 @@ int df_rigdata_open(const char *path, df_rigdata_t *d, df_error_t *err)
     int64_t in2[2] = {d->nc + d->nj, d->nv};
     if ((rc = df_st_require(st, "influence", DF_DT_F32, 2, in2, 1, &t, err))) goto fail;
     d->influence = t ? t->data : NULL;
-    if (d->nv < 4 || d->nt < 1 || d->nj < 1 || d->n < 2 || d->k < 1 || d->k > DF_RIGDATA_MAX_K) {
+    int64_t j1[1] = {d->nj};
+    if ((rc = df_st_require(st, "joint_parents", DF_DT_I32, 1, j1, 1, &t, err))) goto fail;
+    d->parents = t ? t->data : NULL;
+    if ((rc = df_st_require(st, "rest_joint_matrices", DF_DT_F32, 2, a12, 1, &t, err))) goto fail;
+    if (t && t->shape[0] != d->nj) {
+        rc = df_error_set(err, DF_EFORMAT, "%s: rest_joint_matrices has %lld rows for %lld joints", path,
+                          (long long)t->shape[0], (long long)d->nj);
+        goto fail;
+    }
+    d->rest_frames = t ? t->data : NULL;
+    int64_t ns2[2] = {d->n, -1};
+    if ((rc = df_st_require(st, "sample_values", DF_DT_F32, 2, ns2, 1, &t, err))) goto fail;
+    d->ns = t ? t->shape[1] : 0;
+    d->sample_values = t ? t->data : NULL;
+    if (d->nv < 4 || d->nt < 1 || d->nj < 1 || d->n < 1 || d->k < 1 || d->k > DF_RIGDATA_MAX_K) {
         rc = df_error_set(err, DF_EFORMAT,
-                          "%s: needs >= 4 vertices, >= 1 triangle, >= 1 joint, >= 2 samples and "
+                          "%s: needs >= 4 vertices, >= 1 triangle, >= 1 joint, >= 1 sample and "
                           "1..%d influences (has %lld, %lld, %lld, %lld, %lld)",
                           path, DF_RIGDATA_MAX_K, (long long)d->nv, (long long)d->nt,
                           (long long)d->nj, (long long)d->n, (long long)d->k);
@@ -164,6 +221,40 @@ int df_rigdata_open(const char *path, df_rigdata_t *d, df_error_t *err)
         if (!rc) rc = df_error_set(err, DF_EFORMAT, "%s: joint_names metadata missing", path);
         goto fail;
     }
+    if (d->parents && (rc = df_rigdata_check_parents(d->nj, d->parents, d->joint_names, err))) {
+        char m[sizeof err->msg];
+        snprintf(m, sizeof m, "%s", err->msg);
+        rc = df_error_set(err, DF_EFORMAT, "%s: %s", path, m);
+        goto fail;
+    }
+    const char *sc = df_st_meta(st, "sample_controls");
+    if (d->sample_values) {
+        json_error_t je;
+        json_t *a = sc ? json_loads(sc, 0, &je) : NULL;
+        int okj = a && json_is_array(a) && (int64_t)json_array_size(a) == d->ns;
+        json_decref(a);
+        if (!okj) {
+            rc = df_error_set(err, DF_EFORMAT, "%s: metadata sample_controls must be a JSON array of %lld entries "
+                              "(one per column of sample_values)", path, (long long)d->ns);
+            goto fail;
+        }
+        if (!(d->sample_controls = strdup(sc))) {
+            rc = df_error_set(err, DF_ENOMEM, "%s: out of memory", path);
+            goto fail;
+        }
+    }
+    const char *fs = df_st_meta(st, "first_sample"), *ts = df_st_meta(st, "total_samples");
+    d->first = 0, d->total = d->n;
+    if (fs || ts) {
+        char *e1 = NULL, *e2 = NULL;
+        long long f = fs ? strtoll(fs, &e1, 10) : -1, tt = ts ? strtoll(ts, &e2, 10) : -1;
+        if (!fs || !ts || *e1 || *e2 || f < 0 || tt < 1 || f + d->n > tt) {
+            rc = df_error_set(err, DF_EFORMAT, "%s: metadata first_sample '%s' / total_samples '%s' do not describe "
+                              "this file's %lld samples", path, fs ? fs : "(none)", ts ? ts : "(none)", (long long)d->n);
+            goto fail;
+        }
+        d->first = f, d->total = tt;
+    }
     float lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
     for (int64_t v = 0; v < d->nv; v++)
         for (int k = 0; k < 3; k++) {
@@ -177,12 +268,136 @@ int df_rigdata_open(const char *path, df_rigdata_t *d, df_error_t *err)
     }
     return DF_OK;
 fail:
+    free(d->sample_controls);
+    d->sample_controls = NULL;
     if (d->control_names) { for (size_t i = 0; i < n1; i++) free(d->control_names[i]); free(d->control_names); }
     d->control_names = NULL;
     if (d->joint_names) { for (size_t i = 0; i < n2; i++) free(d->joint_names[i]); free(d->joint_names); }
     d->joint_names = NULL;
     df_st_close(&d->st);
     return rc;
+}
+
+
+int df_rigdata_open(const char *path, df_rigdata_t *d, df_error_t *err)
+{
+    int rc = open_one(path, d, err);
+    if (rc) return rc;
+    if (d->first != 0 || d->total != d->n) {
+        rc = df_error_set(err, DF_EFORMAT, "%s holds samples %lld..%lld of an export of %lld written in shards: "
+                          "give every shard (deform train SHARD...)", path, (long long)d->first,
+                          (long long)(d->first + d->n - 1), (long long)d->total);
+        df_rigdata_close(d);
+        return rc;
+    }
+    if (d->n < 2) {
+        rc = df_error_set(err, DF_EFORMAT, "%s: needs >= 2 samples (has %lld)", path, (long long)d->n);
+        df_rigdata_close(d);
+    }
+    return rc;
+}
+
+static int same_bytes(const df_st_t *a, const df_st_t *b, const char *name)
+{
+    const df_tensor_t *x = df_st_find(a, name), *y = df_st_find(b, name);
+    if (!x || !y) return !x && !y;
+    return x->nbytes == y->nbytes && !memcmp(x->data, y->data, x->nbytes);
+}
+
+static int same_meta(const df_st_t *a, const df_st_t *b, const char *key)
+{
+    const char *x = df_st_meta(a, key), *y = df_st_meta(b, key);
+    return (!x && !y) || (x && y && !strcmp(x, y));
+}
+
+int df_rigdata_open_shards(const char *const *paths, int n, df_rigdata_t *d, df_error_t *err)
+{
+    memset(d, 0, sizeof *d);
+    if (n == 1) return df_rigdata_open(paths[0], d, err);
+    if (n < 1 || n > DF_RIGDATA_MAX_SHARDS)
+        return df_error_set(err, DF_EINVAL, "rigdata: %d files (1..%d shards)", n, DF_RIGDATA_MAX_SHARDS);
+    df_rigdata_t *s = calloc((size_t)n, sizeof *s);
+    int *ord = malloc(sizeof(int) * (size_t)n);
+    if (!s || !ord) {
+        free(s), free(ord);
+        return df_error_set(err, DF_ENOMEM, "rigdata: out of memory");
+    }
+    int rc = DF_OK, opened = 0;
+    for (; opened < n && !rc; opened++) rc = open_one(paths[opened], &s[opened], err);
+    if (rc) opened--;
+    static const char *const same_t[] = {"rest_positions", "triangles", "control_ranges", "inverse_bind_matrices",
+                                         "skin_joints", "skin_weights", "joint_parents", "rest_joint_matrices"};
+    static const char *const same_m[] = {"control_names", "joint_names", "sample_controls"};
+    for (int i = 1; i < n && !rc; i++) {
+        const char *what = NULL;
+        for (size_t k = 0; k < sizeof same_t / sizeof *same_t && !what; k++)
+            if (!same_bytes(s[0].st, s[i].st, same_t[k])) what = same_t[k];
+        for (size_t k = 0; k < sizeof same_m / sizeof *same_m && !what; k++)
+            if (!same_meta(s[0].st, s[i].st, same_m[k])) what = same_m[k];
+        if (!what && s[i].total != s[0].total) what = "total_samples";
+        if (!what && !s[i].influence != !s[0].influence) what = "influence";
+        if (!what && s[i].ns != s[0].ns) what = "sample_values";
+        if (what)
+            rc = df_error_set(err, DF_EFORMAT, "%s and %s are not shards of one export: their %s differ", paths[0],
+                              paths[i], what);
+    }
+    /* order by first sample; they must tile 0..total-1 */
+    for (int i = 0; i < n; i++) ord[i] = i;
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && s[ord[j]].first < s[ord[j - 1]].first; j--) {
+            int x = ord[j];
+            ord[j] = ord[j - 1], ord[j - 1] = x;
+        }
+    int64_t at = 0;
+    for (int i = 0; i < n && !rc; i++) {
+        const df_rigdata_t *q = &s[ord[i]];
+        if (q->first != at)
+            rc = df_error_set(err, DF_EFORMAT, "%s: samples %lld..%lld %s (shards of an export of %lld samples)",
+                              paths[ord[i]], (long long)(q->first < at ? q->first : at),
+                              (long long)((q->first < at ? at : q->first) - 1),
+                              q->first < at ? "are in two files" : "are in no file given", (long long)q->total);
+        at = q->first + q->n;
+    }
+    if (!rc && at != s[0].total)
+        rc = df_error_set(err, DF_EFORMAT, "samples %lld..%lld of %lld are in no file given (a shard is missing)",
+                          (long long)at, (long long)(s[0].total - 1), (long long)s[0].total);
+    int64_t N = s[0].total, V = s[0].nv, J = s[0].nj, C = s[0].nc, S = s[0].ns;
+    size_t fl = 0;
+    if (!rc) {
+        fl = (size_t)N * (C + J * 12 + V * 3 + S) + (s[0].influence ? (size_t)(C + J) * V : 0);
+        if ((double)fl * 4 > 64e9) rc = df_error_set(err, DF_ELIMIT, "rigdata: %lld samples x %lld vertices do not fit", (long long)N, (long long)V);
+    }
+    float *buf = !rc ? malloc(sizeof(float) * (fl ? fl : 1)) : NULL;
+    if (!rc && !buf) rc = df_error_set(err, DF_ENOMEM, "rigdata: %lld samples x %lld vertices do not fit in memory",
+                                       (long long)N, (long long)V);
+    if (rc) {
+        for (int i = 0; i < opened; i++) df_rigdata_close(&s[i]);
+        free(s), free(ord), free(buf);
+        return rc;
+    }
+    float *ctl = buf, *jm = ctl + N * C, *pos = jm + N * J * 12, *sv = pos + N * V * 3, *inf = sv + N * S;
+    for (int i = 0; i < n; i++) {
+        const df_rigdata_t *q = &s[ord[i]];
+        int64_t f = q->first, m = q->n;
+        if (C) memcpy(ctl + f * C, q->controls, sizeof(float) * m * C);
+        memcpy(jm + f * J * 12, q->joints, sizeof(float) * m * J * 12);
+        memcpy(pos + f * V * 3, q->positions, sizeof(float) * m * V * 3);
+        if (S) memcpy(sv + f * S, q->sample_values, sizeof(float) * m * S);
+        if (q->influence)
+            for (int64_t k = 0; k < (C + J) * V; k++)
+                inf[k] = i == 0 || q->influence[k] > inf[k] ? q->influence[k] : inf[k];
+    }
+    /* the first shard keeps the rig (borrowed from its file); the others'
+     * samples are copied, so their files are closed */
+    *d = s[0];
+    d->n = N, d->first = 0, d->total = N;
+    d->controls = C ? ctl : NULL, d->joints = jm, d->positions = pos;
+    d->sample_values = S ? sv : NULL;
+    d->influence = s[0].influence ? inf : NULL;
+    d->owned = buf;
+    for (int i = 1; i < n; i++) df_rigdata_close(&s[i]);
+    free(s), free(ord);
+    return DF_OK;
 }
 
 void df_rigapprox_linear(int64_t nv, int64_t nj, int k, const float *invbind,

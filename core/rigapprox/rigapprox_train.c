@@ -248,11 +248,20 @@ static int prepare_data(tr_t *t, df_error_t *err)
     return DF_OK;
 }
 
-void df__ra_joint_parents(int64_t ns, int64_t J, const float *joints, double scale, int32_t *par)
+int df__ra_joint_parents(int64_t ns, int64_t J, const float *joints, double scale, char *const *names,
+                         int32_t *par, df_error_t *err)
 {
+    /* p fits j when j's head is fixed in p's frame: R_p^T (t_j - t_p)
+     * constant over the samples. A joint whose head coincides with j's (a
+     * sibling growing from the same point) fits too, with a zero offset: it
+     * is dropped when a joint with a non-zero offset fits. Two fitting
+     * candidates left (e.g. two joints that never move, so everything fits
+     * both) make the hierarchy unknowable from the samples: refused. */
+    double thr = 1e-8 * (scale * scale + 1e-12);
+    int64_t amb_j = -1, amb_a = -1, amb_b = -1;
     for (int64_t j = 0; j < J; j++) {
         par[j] = -1;
-        double best = INFINITY;
+        int64_t nz = -1, nz2 = -1, z = -1, z2 = -1;
         for (int64_t p = 0; p < J; p++) {
             if (p == j) continue;
             double m[3] = {0, 0, 0}, m2 = 0;
@@ -264,11 +273,37 @@ void df__ra_joint_parents(int64_t ns, int64_t J, const float *joints, double sca
                     m[c] += q, m2 += q * q;
                 }
             }
-            double var = m2 / ns - (m[0] * m[0] + m[1] * m[1] + m[2] * m[2]) / ((double)ns * ns);
-            if (var < best) best = var, par[j] = (int32_t)p;
+            double off2 = (m[0] * m[0] + m[1] * m[1] + m[2] * m[2]) / ((double)ns * ns);
+            double var = m2 / ns - off2;
+            if (!(var < thr)) continue;
+            if (off2 > 1e4 * thr) {
+                if (nz < 0) nz = p; else if (nz2 < 0) nz2 = p;
+            } else {
+                if (z < 0) z = p; else if (z2 < 0) z2 = p;
+            }
         }
-        if (!(best < 1e-8 * (scale * scale + 1e-12))) par[j] = -1;
+        int64_t a = nz >= 0 ? nz : z, b = nz >= 0 ? nz2 : z2;
+        par[j] = (int32_t)a;
+        if (b >= 0 && amb_j < 0) amb_j = j, amb_a = a, amb_b = b;
     }
+#define JN(j) (names && names[j] ? names[j] : "?")
+    if (amb_j >= 0)
+        return df_error_set(err, DF_EFORMAT,
+                            "train: cannot infer the parent of joint %lld ('%s') from the samples: joints '%s' and '%s' "
+                            "both carry it rigidly (joints that never move?). Write the hierarchy into the dataset "
+                            "(tensor joint_parents: tools/blender/rig_export.py and deform rigdata write it)",
+                            (long long)amb_j, JN(amb_j), JN(amb_a), JN(amb_b));
+#undef JN
+    int rc = df_rigdata_check_parents(J, par, names, err);
+    if (rc) {
+        char m[sizeof err->msg];
+        snprintf(m, sizeof m, "%s", err->msg);
+        return df_error_set(err, DF_EFORMAT,
+                            "train: the joint hierarchy inferred from the samples is wrong, %s. Write the hierarchy "
+                            "into the dataset (tensor joint_parents: tools/blender/rig_export.py and deform rigdata "
+                            "write it)", m);
+    }
+    return DF_OK;
 }
 
 /* Feature indices of the mini-network of anchor vertex v (idx: room for
@@ -1235,18 +1270,47 @@ int df_rigapprox_train(const df_rigdata_t *d, const df_ratrain_opts_t *o,
      * of a product of two world matrices the networks must learn. */
     t.par = malloc(sizeof(int32_t) * (t.J ? t.J : 1));
     if (!t.par) { rc = df_error_set(err, DF_ENOMEM, "train: out of memory"); goto done; }
-    {
+    if (d->parents) {
+        memcpy(t.par, d->parents, sizeof(int32_t) * t.J); /* validated by df_rigdata_open */
+    } else {
         double hs = 0;
         for (int64_t v = 0; v < t.V; v++) hs = fmax(hs, fabs(d->rest[v * 3 + 1]));
-        df__ra_joint_parents(t.N < 64 ? t.N : 64, t.J, d->joints, hs, t.par);
+        if ((rc = df__ra_joint_parents(t.N < 64 ? t.N : 64, t.J, d->joints, hs, d->joint_names, t.par, err))) goto done;
     }
+    if (o->verbose) fprintf(stderr, "train: reading %lld poses ...\n", (long long)t.N);
     if ((rc = prepare_data(&t, err))) goto done;
-    if (o->verbose) {
-        int np = 0, nz = 0;
+    {
+        int np = 0, nz = 0, njc = 0;
         for (int64_t j = 0; j < t.J; j++) np += t.par[j] >= 0;
         for (int64_t f = 0; f < t.F; f++) nz += t.fscale[f] == 0;
-        fprintf(stderr, "train: %s joint features, %d of %lld joints with an inferred parent, %d constant features ignored\n",
-                o->world_features ? "world" : "local", np, (long long)t.J, nz);
+        for (int64_t j = 0; j < t.J; j++) {
+            int c = 1;
+            for (int e = 0; e < 12; e++) c &= t.fscale[j * 12 + e] == 0;
+            njc += c;
+        }
+        /* What the networks cannot learn is refused here, with its name,
+         * rather than trained into a model that ignores it. */
+        if (o->variant != DF_RA_LBS && nz == t.F) {
+            rc = df_error_set(err, DF_EINVAL,
+                              "train: nothing moves in the %lld training poses: every joint matrix and control is the "
+                              "same in all of them, so there is nothing to learn (a rig sampled at rest? check the "
+                              "exporter's list of sampled controls)", (long long)t.ntr);
+            goto done;
+        }
+        for (int64_t c = 0; o->variant != DF_RA_LBS && c < t.C; c++)
+            if (t.fscale[t.J * 12 + c] == 0) {
+                rc = df_error_set(err, DF_EINVAL,
+                                  "train: control %lld ('%s') never moves in the %lld training poses (always %g): the "
+                                  "networks cannot learn what it does. Sample it over its range, or leave it out of "
+                                  "the dataset", (long long)c, d->control_names && d->control_names[c] ? d->control_names[c] : "?",
+                                  (long long)t.ntr, t.fmean[t.J * 12 + c]);
+                goto done;
+            }
+        if (o->verbose)
+            fprintf(stderr, "train: %s joint features, %d of %lld joints with a parent (%s), %d joints and %d features "
+                            "constant in training\n",
+                    o->world_features ? "world" : "local", np, (long long)t.J, d->parents ? "from the dataset" : "inferred",
+                    njc, nz);
     }
     if (o->variant == DF_RA_OURS && (rc = choose_anchors(&t, err))) goto done;
     if (o->variant != DF_RA_LBS && (rc = prepare_labels(&t, err))) goto done;

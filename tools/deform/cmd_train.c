@@ -1,7 +1,7 @@
 /* cmd_train.c — `deform train`: train a rigapprox model from a dataset, and
  * evaluate a trained model against a dataset.
  *
- *   deform train DATA.safetensors --out REPO/NAME [--variant ours|local|pcalr|lbs]
+ *   deform train DATA.safetensors... --out REPO/NAME [--variant ours|local|pcalr|lbs]
  *         [--layers 3] [--width 256] [--anchor-layers 3] [--anchor-width 64]
  *         [--pca 0.05] [--anchors 0.02] [--omega 1] [--epochs 200] [--batch 128]
  *         [--lr 1e-3] [--sgd] [--val 0.1] [--patience 20] [--seed 1]
@@ -17,6 +17,9 @@
  *         [--omega W]  (the written model's anchor weight; default: the model's)
  *         [--threads N]  (mini-networks trained in parallel; same result)
  *         (error-driven anchors: K more anchors where the trained model's error is largest)
+ *
+ * DATA may be several files: the shards of one export (rig_export.py
+ * --jobs N), read together as one dataset (df_rigdata_open_shards).
  *
  * Training writes REPO/NAME/config.json and REPO/NAME/1/model.safetensors
  * (kind rigapprox; docs/rigapprox.md). Evaluation loads the model through
@@ -39,16 +42,16 @@
 static int usage(void)
 {
     fprintf(stderr,
-            "usage: deform train DATA.safetensors --out REPO/NAME [--variant ours|local|pcalr|lbs]\n"
+            "usage: deform train DATA.safetensors... --out REPO/NAME [--variant ours|local|pcalr|lbs]\n"
             "         [--layers N] [--width W] [--anchor-layers N] [--anchor-width W] [--pca F]\n"
             "         [--anchors F] [--omega W] [--epochs E] [--batch B] [--lr R] [--sgd] [--val F]\n"
             "         [--patience E] [--seed S] [--checkpoint FILE [--resume]] [--time-limit S] [--quiet]\n"
             "         [--anchor-influence] [--pca-delta] [--no-refit] [--world-features] [--piece-anchors K]\n"
             "         [--pos-epochs N] [--pos-lr LR]  (ours: position-space fine-tuning after training)\n"
-            "       deform train --evaluate REPO/NAME DATA.safetensors [--reconstruction dense|sparse]\n"
+            "       deform train --evaluate REPO/NAME DATA.safetensors... [--reconstruction dense|sparse]\n"
             "         [--heatmap OUT.ppm --pose I [--heatmap-max PCT]] [--errors OUT.npy] [--positions OUT.npy]\n"
-            "       deform train --breakdown MODEL.safetensors DATA.safetensors\n"
-            "       deform train --add-anchors K --from REPO/NAME DATA.safetensors --out REPO/NAME2\n"
+            "       deform train --breakdown MODEL.safetensors DATA.safetensors...\n"
+            "       deform train --add-anchors K --from REPO/NAME DATA.safetensors... --out REPO/NAME2\n"
             "         [--rounds R] [--anchor-radius F] [--epochs E] [--batch B] [--lr R] [--seed S] [--omega W]\n"
             "         [--threads N]\n");
     return 2;
@@ -65,6 +68,15 @@ static int mkdirs(const char *path)
             *p = '/';
         }
     return mkdir(b, 0755) && errno != EEXIST ? -1 : 0;
+}
+
+/* The dataset: one file, or the shards of one export read together. */
+static const char *data_paths[DF_RIGDATA_MAX_SHARDS];
+static int n_data;
+
+static int open_data(df_rigdata_t *d, df_error_t *err)
+{
+    return df_rigdata_open_shards(data_paths, n_data, d, err);
 }
 
 /* Heat map: orthographic view (x right, y up, largest two extents), each
@@ -125,7 +137,7 @@ static int evaluate(const char *model_dir, const char *data, const char *recon, 
     }
     if (rc) { fprintf(stderr, "deform train: %s\n", err.msg); return 1; }
     df_rigdata_t d;
-    if ((rc = df_rigdata_open(data, &d, &err))) {
+    if ((rc = open_data(&d, &err))) {
         fprintf(stderr, "deform train: %s\n", err.msg);
         df_model_unref(&m);
         return 1;
@@ -169,8 +181,8 @@ static int evaluate(const char *model_dir, const char *data, const char *recon, 
     }
     if (!rc) {
         double mean = sum / ((double)d.n * V);
-        printf("model %s (%s) on %s: %lld poses, %lld vertices, height %.4g\n", model_dir,
-               df_model_kind(m), data, (long long)d.n, (long long)V, d.height);
+        printf("model %s (%s) on %s%s: %lld poses, %lld vertices, height %.4g\n", model_dir,
+               df_model_kind(m), data, n_data > 1 ? " (+ its other shards)" : "", (long long)d.n, (long long)V, d.height);
         printf("mean %.6g (%.4f %%)  max %.6g (%.3f %%)\n", mean, 100 * mean / d.height, mx, 100 * mx / d.height);
         if (all) {
             int64_t sh[2] = {d.n, V};
@@ -220,7 +232,8 @@ static int breakdown(const char *model_file, const char *data)
         df_st_close(&st);
         return 1;
     }
-    if (m.variant != DF_RA_OURS || df_rigdata_open(data, &d, &e) || d.nv != m.nv || d.nj != m.nj || d.nc != m.nc) {
+    (void)data;
+    if (m.variant != DF_RA_OURS || open_data(&d, &e) || d.nv != m.nv || d.nj != m.nj || d.nc != m.nc) {
         fprintf(stderr, "deform train: --breakdown needs an 'ours' model and its kind of dataset %s\n", e.msg);
         df_ramodel_release(&m);
         df_st_close(&st);
@@ -400,7 +413,8 @@ static int add_anchors(const char *from, const char *data, const char *out, cons
     snprintf(src, sizeof src, "%s/1/model.safetensors", from);
     snprintf(dir, sizeof dir, "%s/1", out);
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    if (df_rigdata_open(data, &d, &err)) {
+    (void)data;
+    if (open_data(&d, &err)) {
         fprintf(stderr, "deform train: %s\n", err.msg);
         return 1;
     }
@@ -439,8 +453,9 @@ int cmd_train(int argc, char **argv)
         if (!strcmp(a, "--anchor-influence")) { o.anchor_influence = 1; continue; }
         if (!strcmp(a, "--quiet")) { o.verbose = 0; continue; }
         if (a[0] != '-') {
-            if (data) return usage();
-            data = a;
+            if (n_data >= DF_RIGDATA_MAX_SHARDS) return usage();
+            if (!data) data = a;
+            data_paths[n_data++] = a;
             continue;
         }
         if (i + 1 >= argc) return usage();
@@ -502,7 +517,7 @@ int cmd_train(int argc, char **argv)
     if (!data || !out) return usage();
     df_error_t err = {0};
     df_rigdata_t d;
-    if (df_rigdata_open(data, &d, &err)) {
+    if (open_data(&d, &err)) {
         fprintf(stderr, "deform train: %s\n", err.msg);
         return 1;
     }

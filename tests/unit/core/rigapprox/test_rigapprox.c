@@ -670,7 +670,7 @@ static void test_joint_parents_inferred(void)
     DF_CHECK(df_rigdata_open(path("ra_tiny.safetensors"), &d, &err) == 0);
     if (r && d.nj == r->nj) {
         int32_t par[16];
-        df__ra_joint_parents(d.n < 64 ? d.n : 64, d.nj, d.joints, 1.0, par);
+        DF_CHECK(df__ra_joint_parents(d.n < 64 ? d.n : 64, d.nj, d.joints, 1.0, NULL, par, &err) == 0);
         for (int64_t j = 0; j < d.nj; j++) DF_CHECK(par[j] == r->parents[j]);
     }
     df_rigdata_close(&d);
@@ -707,7 +707,7 @@ static void test_joint_parents_inferred(void)
             }
         }
     }
-    df__ra_joint_parents(NS, J, W, 3.0, got);
+    DF_CHECK(df__ra_joint_parents(NS, J, W, 3.0, NULL, got, &err) == 0);
     for (int j = 0; j < J; j++) DF_CHECK(got[j] == truth[j]);
     free(W);
 }
