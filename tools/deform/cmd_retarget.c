@@ -8,6 +8,9 @@
  *   deform retarget apply MODEL (--weights W.npy | --markers X.npy)
  *       [--batch B] [--params JSON] [--positions P.npy] [--target-weights T.npy]
  *       [--solved S.npy]
+ *   deform retarget keyframes --source SRC --markers INDICES.txt
+ *       --performance X.npy [--components N] --out BASIS.safetensors
+ *       [--frames-out FRAMES.txt]
  *
  * DESIGN
  * SRC and TGT are `rigged` models (a .safetensors file, REPO/NAME or a
@@ -34,6 +37,7 @@
 #include "import.h"
 #include "retarget/retarget.h"
 
+#include <cblas.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -41,6 +45,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #define DIE(...) do { fprintf(stderr, "deform retarget: " __VA_ARGS__); fputc('\n', stderr); goto out; } while (0)
 
@@ -52,7 +57,9 @@ static void usage(FILE *f)
             "           [--lambda L] [--markers INDICES.txt] [--marker-lambda L]\n"
             "           [--bounds unit|nonneg|none] [--clamp unit|none] [--align-iterations N]\n"
             "       deform retarget apply MODEL (--weights W.npy | --markers X.npy) [--batch B]\n"
-            "           [--params JSON] [--positions P.npy] [--target-weights T.npy] [--solved S.npy]\n");
+            "           [--params JSON] [--positions P.npy] [--target-weights T.npy] [--solved S.npy]\n"
+            "       deform retarget keyframes --source SRC --markers INDICES.txt --performance X.npy\n"
+            "           [--components N] --out BASIS.safetensors [--frames-out FRAMES.txt]\n");
 }
 
 /* ---------------------------------------------------------------- rigs */
@@ -229,6 +236,39 @@ done:
     return rc;
 }
 
+/* Alignment weights of K markers (vertex indices mk of a rig with M shapes
+ * of N vertices): w_i = 1 / (m_i^2 + e^2), m_i the largest displacement of
+ * marker i over the shapes, e a tenth of the median m_i. */
+static int stable_weights(const float *deltas, int64_t N, int64_t M, const int32_t *mk,
+                          int64_t K, float *w)
+{
+    float *mot = malloc((size_t)K * sizeof(float)), *srt = malloc((size_t)K * sizeof(float));
+    if (!mot || !srt) {
+        free(mot);
+        free(srt);
+        return DF_ENOMEM;
+    }
+    for (int64_t i = 0; i < K; i++) {
+        double mx = 0;
+        for (int64_t j = 0; j < M; j++) {
+            const float *dd = deltas + (j * N + mk[i]) * 3;
+            mx = fmax(mx, (double)dd[0] * dd[0] + (double)dd[1] * dd[1] + (double)dd[2] * dd[2]);
+        }
+        mot[i] = srt[i] = (float)sqrt(mx);
+    }
+    for (int64_t i = 1; i < K; i++) /* insertion sort: K is small */
+        for (int64_t j = i; j > 0 && srt[j - 1] > srt[j]; j--) {
+            float t = srt[j];
+            srt[j] = srt[j - 1];
+            srt[j - 1] = t;
+        }
+    double e = 0.1 * srt[K / 2] + 1e-12;
+    for (int64_t i = 0; i < K; i++) w[i] = (float)(1.0 / ((double)mot[i] * mot[i] + e * e));
+    free(mot);
+    free(srt);
+    return DF_OK;
+}
+
 /* ----------------------------------------------------------------- build */
 
 static int write_model(const char *repo, const char *name, const rig_t *src, const rig_t *tgt,
@@ -323,10 +363,15 @@ static int write_model(const char *repo, const char *name, const rig_t *src, con
         fprintf(f, "{\"kind\": \"retarget\", \"max_batch_size\": 64}\n");
         if (fclose(f)) return df_error_set(err, DF_EIO, "%s: write failed", cfg);
     }
-    /* load it back as the daemon would */
+    /* load it back as the daemon would; a file that does not load is
+     * removed (with its version directory) */
     df_model_t *m = NULL;
     rc = df_model_open(file, "retarget", NULL, NULL, &m, err);
-    if (rc) return rc;
+    if (rc) {
+        remove(file);
+        rmdir(path);
+        return rc;
+    }
     printf("wrote %s (retarget: %lld source controls -> %lld target shapes, %lld target "
            "vertices%s)\n",
            file, (long long)src->M, (long long)tgt->M, (long long)df_model_n_vertices(m),
@@ -434,8 +479,14 @@ static int cmd_build(int argc, char **argv)
                       (const char *const *)src.names, E, &err))
             DIE("%s", err.msg);
     }
+    if (markers && !strcmp(markers, "all")) { /* every vertex of the source is a marker */
+        K = src.N;
+        if (!(mk = malloc((size_t)K * sizeof *mk))) DIE("out of memory");
+        for (int64_t i = 0; i < K; i++) mk[i] = (int32_t)i;
+    } else if (markers && read_indices(markers, &mk, &K, &err)) {
+        DIE("%s", err.msg);
+    }
     if (markers) {
-        if (read_indices(markers, &mk, &K, &err)) DIE("%s", err.msg);
         if (K < 3) DIE("%s: %lld markers (need at least 3)", markers, (long long)K);
         for (int64_t i = 0; i < K; i++) {
             if (mk[i] >= src.N)
@@ -456,31 +507,10 @@ static int cmd_build(int argc, char **argv)
                 }
         mlambda *= md;
         /* alignment weights: markers the expressions move least anchor the
-         * head (nose bridge, eye corners, temples). w_i = 1 / (m_i^2 + e^2),
-         * m_i the largest displacement of marker i over the source shapes,
-         * e a tenth of the median m_i */
+         * head (nose bridge, eye corners, temples) */
         if (strcmp(rigid, "uniform")) {
-            float *mot = malloc((size_t)K * sizeof(float)), *srt = malloc((size_t)K * sizeof(float));
-            rigid_w = malloc((size_t)K * sizeof(float));
-            if (!mot || !srt || !rigid_w) DIE("out of memory");
-            for (int64_t i = 0; i < K; i++) {
-                double mx = 0;
-                for (int64_t j = 0; j < src.M; j++) {
-                    const float *dd = src.deltas + (j * src.N + mk[i]) * 3;
-                    mx = fmax(mx, (double)dd[0] * dd[0] + (double)dd[1] * dd[1] + (double)dd[2] * dd[2]);
-                }
-                mot[i] = srt[i] = (float)sqrt(mx);
-            }
-            for (int64_t i = 1; i < K; i++) /* insertion sort: K is small */
-                for (int64_t j = i; j > 0 && srt[j - 1] > srt[j]; j--) {
-                    float t = srt[j];
-                    srt[j] = srt[j - 1];
-                    srt[j - 1] = t;
-                }
-            double e = 0.1 * srt[K / 2] + 1e-12;
-            for (int64_t i = 0; i < K; i++) rigid_w[i] = (float)(1.0 / ((double)mot[i] * mot[i] + e * e));
-            free(mot);
-            free(srt);
+            if (!(rigid_w = malloc((size_t)K * sizeof(float)))) DIE("out of memory");
+            if (stable_weights(src.deltas, src.N, src.M, mk, K, rigid_w)) DIE("out of memory");
         }
     }
     if (write_model(repo, name, &src, &tgt, E, mk, K, mlambda, rigid_w, map, bounds, clamp, iters,
@@ -631,6 +661,219 @@ out:
     return rc;
 }
 
+/* ------------------------------------------------------------- keyframes */
+
+/* Eigenvectors of a symmetric n x n matrix (row-major, destroyed; its
+ * diagonal ends as the eigenvalues) by cyclic Jacobi; V: columns. */
+static void jacobi_sym(double *a, int64_t n, double *V)
+{
+    for (int64_t i = 0; i < n * n; i++) V[i] = 0;
+    for (int64_t i = 0; i < n; i++) V[i * n + i] = 1;
+    for (int sweep = 0; sweep < 50; sweep++) {
+        double off = 0, tot = 0;
+        for (int64_t i = 0; i < n; i++)
+            for (int64_t j = 0; j < n; j++) {
+                tot += a[i * n + j] * a[i * n + j];
+                if (i != j) off += a[i * n + j] * a[i * n + j];
+            }
+        if (off <= 1e-22 * tot) break;
+        for (int64_t p = 0; p < n; p++)
+            for (int64_t q = p + 1; q < n; q++) {
+                double apq = a[p * n + q];
+                if (fabs(apq) < 1e-300) continue;
+                double th = (a[q * n + q] - a[p * n + p]) / (2 * apq);
+                double t = (th >= 0 ? 1.0 : -1.0) / (fabs(th) + sqrt(th * th + 1));
+                double c = 1 / sqrt(t * t + 1), sn = t * c;
+                for (int64_t k = 0; k < n; k++) {
+                    double akp = a[k * n + p], akq = a[k * n + q];
+                    a[k * n + p] = c * akp - sn * akq;
+                    a[k * n + q] = sn * akp + c * akq;
+                }
+                for (int64_t k = 0; k < n; k++) {
+                    double apk = a[p * n + k], aqk = a[q * n + k];
+                    a[p * n + k] = c * apk - sn * aqk;
+                    a[q * n + k] = sn * apk + c * aqk;
+                }
+                for (int64_t k = 0; k < n; k++) {
+                    double vkp = V[k * n + p], vkq = V[k * n + q];
+                    V[k * n + p] = c * vkp - sn * vkq;
+                    V[k * n + q] = sn * vkp + c * vkq;
+                }
+            }
+    }
+}
+
+/* Chuang & Bregler: a source basis taken from performance frames. The
+ * frames' markers are aligned rigidly onto the source neutral's markers
+ * (stable-marker weights), their displacements go through PCA, and for each
+ * of the leading components the frames of smallest and largest projection
+ * become basis shapes. Writes them as a `rigged` model whose vertices are
+ * the markers (build a retarget model from it with --markers all). */
+static int cmd_keyframes(int argc, char **argv)
+{
+    const char *src_arg = NULL, *markers = NULL, *perf = NULL, *out = NULL, *fout = NULL;
+    int ncomp = 10;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int more = i + 1 < argc;
+        if (!strcmp(a, "--source") && more) src_arg = argv[++i];
+        else if (!strcmp(a, "--markers") && more) markers = argv[++i];
+        else if (!strcmp(a, "--performance") && more) perf = argv[++i];
+        else if (!strcmp(a, "--components") && more) ncomp = atoi(argv[++i]);
+        else if (!strcmp(a, "--out") && more) out = argv[++i];
+        else if (!strcmp(a, "--frames-out") && more) fout = argv[++i];
+        else if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
+        else {
+            fprintf(stderr, "deform retarget keyframes: unknown or incomplete option '%s'\n", a);
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (!src_arg || !markers || !perf || !out) {
+        fprintf(stderr, "deform retarget keyframes: --source, --markers, --performance and --out "
+                        "are required\n");
+        return 2;
+    }
+    if (ncomp < 1 || ncomp > 256) {
+        fprintf(stderr, "deform retarget keyframes: --components must be 1..256\n");
+        return 2;
+    }
+    df_error_t err = {0};
+    rig_t src;
+    memset(&src, 0, sizeof src);
+    int32_t *mk = NULL, *pick = NULL;
+    int64_t K = 0, F = 0, P = 0;
+    float *X = NULL, *w = NULL, *n0 = NULL, *kd = NULL;
+    double *D = NULL, *C = NULL, *V = NULL, *mu = NULL;
+    int rc = 1;
+    if (rig_open(src_arg, "source", &src, &err)) DIE("%s", err.msg);
+    if (read_indices(markers, &mk, &K, &err)) DIE("%s", err.msg);
+    if (K < 3) DIE("%s: %lld markers (need at least 3)", markers, (long long)K);
+    for (int64_t i = 0; i < K; i++)
+        if (mk[i] >= src.N) DIE("%s: marker %lld is vertex %d, the source has %lld vertices",
+                                markers, (long long)i, mk[i], (long long)src.N);
+    int nd;
+    int64_t sh[DF_MAX_DIMS];
+    if (df_npy_read_f32(perf, &nd, sh, &X, &err)) DIE("%s", err.msg);
+    if (nd != 3 || sh[1] != K || sh[2] != 3)
+        DIE("%s: want marker tracks [F,%lld,3]", perf, (long long)K);
+    F = sh[0];
+    if (F < 2) DIE("%s: %lld frames (need at least 2)", perf, (long long)F);
+    int64_t n3 = 3 * K;
+    w = malloc((size_t)K * sizeof(float));
+    n0 = malloc((size_t)n3 * sizeof(float));
+    D = malloc((size_t)(F * n3) * sizeof(double));
+    C = calloc((size_t)(n3 * n3), sizeof(double));
+    V = malloc((size_t)(n3 * n3) * sizeof(double));
+    mu = calloc((size_t)n3, sizeof(double));
+    pick = malloc((size_t)(2 * ncomp) * sizeof(int32_t));
+    if (!w || !n0 || !D || !C || !V || !mu || !pick) DIE("out of memory");
+    if (stable_weights(src.deltas, src.N, src.M, mk, K, w)) DIE("out of memory");
+    double ws = 0;
+    for (int64_t i = 0; i < K; i++) ws += w[i];
+    for (int64_t i = 0; i < K; i++) w[i] = (float)(w[i] / ws);
+    for (int64_t i = 0; i < K; i++) memcpy(n0 + 3 * i, src.pos + 3 * (int64_t)mk[i], 3 * sizeof(float));
+    for (int64_t f = 0; f < F; f++) {
+        double R[9], t[3];
+        const float *x = X + f * n3;
+        if (df__rt_rigid_align(x, n0, w, K, 1, R, t))
+            DIE("%s: frame %lld: the markers are collinear or coincide", perf, (long long)f);
+        for (int64_t i = 0; i < K; i++)
+            for (int a = 0; a < 3; a++) {
+                double v = R[3 * a] * x[3 * i] + R[3 * a + 1] * x[3 * i + 1] +
+                           R[3 * a + 2] * x[3 * i + 2] + t[a] - n0[3 * i + a];
+                D[f * n3 + 3 * i + a] = v;
+                mu[3 * i + a] += v / (double)F;
+            }
+    }
+    for (int64_t f = 0; f < F; f++)
+        for (int64_t k = 0; k < n3; k++) D[f * n3 + k] -= mu[k];
+    cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)n3, (int)n3, (int)F, 1.0, D,
+                (int)n3, D, (int)n3, 0.0, C, (int)n3);
+    jacobi_sym(C, n3, V);
+    /* components by decreasing variance */
+    double total = 0;
+    for (int64_t k = 0; k < n3; k++) total += C[k * n3 + k];
+    printf("keyframes: %lld frames, %lld markers; leading components (variance share):", (long long)F,
+           (long long)K);
+    int8_t *used = calloc((size_t)n3, 1);
+    if (!used) DIE("out of memory");
+    for (int c = 0; c < ncomp && c < n3; c++) {
+        int64_t best = -1;
+        for (int64_t k = 0; k < n3; k++)
+            if (!used[k] && (best < 0 || C[k * n3 + k] > C[best * n3 + best])) best = k;
+        used[best] = 1;
+        printf(" %.3f", total > 0 ? C[best * n3 + best] / total : 0.0);
+        double lo = INFINITY, hi = -INFINITY;
+        int64_t flo = 0, fhi = 0;
+        for (int64_t f = 0; f < F; f++) {
+            double pr = 0;
+            for (int64_t k = 0; k < n3; k++) pr += V[k * n3 + best] * D[f * n3 + k];
+            if (pr < lo) lo = pr, flo = f;
+            if (pr > hi) hi = pr, fhi = f;
+        }
+        int64_t cand[2] = {flo, fhi};
+        for (int e = 0; e < 2; e++) {
+            int dup = 0;
+            for (int64_t q = 0; q < P; q++) dup |= pick[q] == cand[e];
+            if (!dup) pick[P++] = (int32_t)cand[e];
+        }
+    }
+    free(used);
+    printf("\nkeyframes: %lld basis frames:", (long long)P);
+    for (int64_t q = 0; q < P; q++) printf(" %d", pick[q]);
+    printf("\n");
+    /* the basis rig: markers as vertices, key frames' displacements as shapes */
+    kd = malloc((size_t)(P * n3) * sizeof(float));
+    char **names = calloc((size_t)P, sizeof(char *));
+    if (!kd || !names) {
+        free(names);
+        DIE("out of memory");
+    }
+    for (int64_t q = 0; q < P; q++)
+        for (int64_t k = 0; k < n3; k++) kd[q * n3 + k] = (float)(D[(int64_t)pick[q] * n3 + k] + mu[k]);
+    for (int64_t q = 0; q < P; q++) {
+        names[q] = malloc(32);
+        if (names[q]) snprintf(names[q], 32, "kf%d", pick[q]);
+    }
+    uint32_t tri[3] = {0, 1, 2};
+    df_rigged_data_t d;
+    memset(&d, 0, sizeof d);
+    d.n_vertices = K;
+    d.positions = n0;
+    d.n_triangles = 1;
+    d.triangles = tri;
+    d.n_morphs = P;
+    d.morph_deltas = kd;
+    d.morph_names = names;
+    int wrc = df_rigged_write(&d, out, &err);
+    for (int64_t q = 0; q < P; q++) free(names[q]);
+    free(names);
+    if (wrc) DIE("%s", err.msg);
+    printf("wrote %s (rigged: %lld marker vertices, %lld key-frame shapes)\n", out, (long long)K,
+           (long long)P);
+    if (fout) {
+        FILE *f = fopen(fout, "w");
+        if (!f) DIE("%s: %s", fout, strerror(errno));
+        for (int64_t q = 0; q < P; q++) fprintf(f, "%d\n", pick[q]);
+        if (fclose(f)) DIE("%s: write failed", fout);
+    }
+    rc = 0;
+out:
+    rig_free(&src);
+    free(mk);
+    free(pick);
+    free(X);
+    free(w);
+    free(n0);
+    free(kd);
+    free(D);
+    free(C);
+    free(V);
+    free(mu);
+    return rc;
+}
+
 int cmd_retarget(int argc, char **argv)
 {
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
@@ -639,6 +882,7 @@ int cmd_retarget(int argc, char **argv)
     }
     if (!strcmp(argv[1], "build")) return cmd_build(argc - 1, argv + 1);
     if (!strcmp(argv[1], "apply")) return cmd_apply(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "keyframes")) return cmd_keyframes(argc - 1, argv + 1);
     fprintf(stderr, "deform retarget: unknown subcommand '%s'\n", argv[1]);
     usage(stderr);
     return 2;

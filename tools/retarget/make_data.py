@@ -32,6 +32,11 @@ Two stages, both deterministic (fixed seeds, numpy's PCG64):
       and face_height.txt (cm: the vertical extent of T1's 68 landmarks,
       chin to brows, the denominator of "% of face height").
 
+  keyshapes --data tests/data/ict --weights W.npy --frames F.txt --out O
+      T1 with one shape per key frame (Chuang & Bregler's target basis, made
+      by an artist): T1's own rig posed to match the frame's truth (bounded
+      fit on the face area), as a `rigged` file with shapes named kf<frame>.
+
 The truth of T1. A source expression delta d_j becomes, on T1, the styled
 delta d'_j(v) = d_j(v) * s_j * (1 + a_j * tanh(x_v / 2.5)) (x_v: the source
 neutral's x; a != 0 makes a shape asymmetric). T1's rig shapes are fixed
@@ -359,6 +364,33 @@ def cmd_build(args):
                             ", ".join("%g" % n for n in NOISE_MM), height))
 
 
+def t1_truth_deltas(D):
+    """The styled source deltas on T1 [55,N,3]: the truth of a retarget."""
+    return styled_deltas(D["deltas"], D["t1_style"], D["neutral"][:, 0])
+
+
+def cmd_keyshapes(args):
+    """T1 shapes made for given performance frames (Chuang & Bregler's
+    target basis): T1's rig posed to match each frame's truth."""
+    D = load_reduced(args.data)
+    W = np.load(args.weights)
+    frames = [int(f) for f in read_names(args.frames)]
+    if not frames or min(frames) < 0 or max(frames) >= len(W):
+        sys.exit("make_data: frame indices outside the %d frames of %s" %
+                 (len(W), args.weights))
+    # the artist poses T1's own rig to match each key frame: the bounded fit
+    # of T1's shapes to the frame's truth on the face area (as for the
+    # corresponding poses), not the truth itself
+    sd = t1_truth_deltas(D)[:, :FACE_VERTS].reshape(len(D["names"]), -1)
+    A = D["t1_deltas"][:, :FACE_VERTS].reshape(len(D["t1_names"]), -1).astype(np.float64).T
+    G = A.T @ A
+    fit = [bounded_ls(G, A.T @ (W[f] @ sd)) for f in frames]
+    shapes = np.tensordot(np.array(fit), D["t1_deltas"], axes=1)
+    rigged_file(args.out, D["t1_neutral"], triangles(D["quads"]),
+                shapes.astype(np.float32), ["kf%d" % f for f in frames])
+    log("wrote %s: T1 with %d key-frame shapes" % (args.out, len(frames)))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -369,10 +401,15 @@ def main():
     b.add_argument("--data", required=True, help="the reduced copy")
     b.add_argument("--out", required=True)
     b.add_argument("--frames", type=int, default=1000)
+    k = sub.add_parser("keyshapes", help="T1 shapes for key frames (truth)")
+    k.add_argument("--data", required=True, help="the reduced copy")
+    k.add_argument("--weights", required=True, help="the performance's weights")
+    k.add_argument("--frames", required=True, help="key frame indices (text)")
+    k.add_argument("--out", required=True)
     a = ap.parse_args()
     if a.cmd == "build" and not 1 <= a.frames <= 100000:
         sys.exit("make_data: --frames must be in 1..100000")
-    {"reduce": cmd_reduce, "build": cmd_build}[a.cmd](a)
+    {"reduce": cmd_reduce, "build": cmd_build, "keyshapes": cmd_keyshapes}[a.cmd](a)
 
 
 if __name__ == "__main__":
