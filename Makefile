@@ -205,6 +205,12 @@ bench-server: all $(BENCH_BINS)
 bench-decompose: all
 	@BIN=$(BIN) bench/bench_decompose.sh
 
+# retarget: markers -> an 11k-vertex target beside the target alone
+# (bench/run_retarget.sh, docs/retarget.md)
+.PHONY: bench-retarget
+bench-retarget: all $(B)/bench/bench_retarget
+	@B=$(B) BIN=$(BIN) bench/run_retarget.sh
+
 # Fuzzing (libFuzzer; needs clang): `make fuzz [FUZZ_SECONDS=60]` builds
 # every fuzz/fuzz_*.c against core/ and proto/ compiled with
 # -fsanitize=fuzzer-no-link,address,undefined and runs each for FUZZ_SECONDS
