@@ -204,6 +204,13 @@ bench-server: all $(BENCH_BINS)
 .PHONY: bench-decompose
 bench-decompose: all
 	@BIN=$(BIN) bench/bench_decompose.sh
+# Dem Bones beside ours (needs DEMBONES_DIR, a checkout of electronicarts/dem-bones);
+# eval-decompose adds OpenArena's MD3 players (installs openarena-data).
+.PHONY: bench-decompose-dembones eval-decompose
+bench-decompose-dembones: all
+	@BIN=$(BIN) bench/bench_decompose_dembones.sh
+eval-decompose: all
+	@BIN=$(BIN) OA=1 bench/bench_decompose_dembones.sh
 
 # retarget: markers -> an 11k-vertex target beside the target alone
 # (bench/run_retarget.sh, docs/retarget.md)

@@ -35,6 +35,9 @@ extern "C" {
 #endif
 
 #define DF_KS_MAX_TENSORS 16
+/* Most bytes one output value takes in a JSON answer, with its comma
+ * (df_ks_buf_floats reserves this much per value). */
+#define DF_KS_TEXT_VALUE_BYTES 18
 
 typedef struct df_ks_limits {
     int max_depth;          /* JSON nesting, default 16 */

@@ -23,6 +23,9 @@
 #include <string.h>
 
 #define POOL_MAX 1024
+#define MIB 1048576.0
+
+static void uncharge(df_server_t *s, struct df__job_priv *p);
 
 df_job_t *df_job_new(df_server_t *s)
 {
@@ -61,6 +64,7 @@ void df_job_free(df_job_t **pj)
     struct df__job_priv *p = j->priv;
     df__loaded_unref(&p->ld);
     df_server_t *s = p->s;
+    uncharge(s, p);
     pthread_mutex_lock(&s->pool_mu);
     if (s->pool_n < POOL_MAX) {
         p->next = s->pool;
@@ -119,6 +123,15 @@ static int64_t input_batch(const df_job_input_t *in, const df_io_desc_t *d, int6
     return -1;
 }
 
+/* Gives back what the job counted in s->out_inflight. */
+static void uncharge(df_server_t *s, struct df__job_priv *p)
+{
+    if (p->out_charged) {
+        atomic_fetch_sub(&s->out_inflight, p->out_charged);
+        p->out_charged = 0;
+    }
+}
+
 static int reject(df_server_t *s, df_job_t *job, int rc, const df_error_t *e, df_error_t *err)
 {
     struct df__job_priv *p = job->priv;
@@ -129,6 +142,7 @@ static int reject(df_server_t *s, df_job_t *job, int rc, const df_error_t *e, df
     }
     df__loaded_unref(&p->ld);
     p->me = NULL;
+    uncharge(s, p);
     job->status = rc;
     job->err = *e;
     if (err) *err = *e;
@@ -249,11 +263,13 @@ int df_server_submit(df_server_t *s, df_job_t *job, df_error_t *err)
     p->B = (int)B;
     job->batch = (int)B;
 
-    /* clip: fill inputs the request did not give */
+    /* clip: which one (sampled below, once the answer's size passed) */
+    int clip_idx = -1;
+    size_t clip_per = 0; /* floats per pose of the inputs it fills */
     if (job->clip[0]) {
         job->clip[DF_NAME_MAX - 1] = 0;
-        int c = df_model_clip_find(m, job->clip);
-        if (c < 0) {
+        clip_idx = df_model_clip_find(m, job->clip);
+        if (clip_idx < 0) {
             df_error_set(&e, DF_EINVAL, "unknown clip '%s' for '%s'", job->clip, job->character);
             return reject(s, job, DF_EINVAL, &e, err);
         }
@@ -261,33 +277,8 @@ int df_server_submit(df_server_t *s, df_job_t *job, df_error_t *err)
             df_error_set(&e, DF_EINVAL, "clip time is not finite");
             return reject(s, job, DF_EINVAL, &e, err);
         }
-        size_t per = 0;
         for (int i = 0; i < ni; i++)
-            if (!p->in_base[i]) per += (size_t)ld->in_numel[i];
-        if (grow((void **)&p->clip, &p->clip_cap, per * (size_t)B * sizeof(float) + 64)) {
-            df_error_set(&e, DF_ENOMEM, "out of memory");
-            return reject(s, job, DF_ENOMEM, &e, err);
-        }
-        /* layout: for each absent input i, B*numel floats */
-        float *bufs[DF_MAX_IO];
-        float *base[DF_MAX_IO];
-        size_t off = 0;
-        for (int i = 0; i < ni; i++) {
-            base[i] = p->in_base[i] ? NULL : p->clip + off * (size_t)B;
-            if (!p->in_base[i]) off += (size_t)ld->in_numel[i];
-        }
-        uint32_t filled = 0;
-        for (int64_t b = 0; b < B; b++) {
-            for (int i = 0; i < ni; i++)
-                bufs[i] = base[i] ? base[i] + b * ld->in_numel[i] : NULL;
-            uint32_t f = 0;
-            int rc = df_model_clip_sample(m, c, job->clip_time + (double)b * job->clip_dt, bufs,
-                                          &f, &e);
-            if (rc) return reject(s, job, rc, &e, err);
-            filled = f;
-        }
-        for (int i = 0; i < ni; i++)
-            if (base[i] && (filled & (1u << i))) p->in_base[i] = base[i];
+            if (!p->in_base[i]) clip_per += (size_t)ld->in_numel[i];
     }
 
     /* outputs */
@@ -300,9 +291,11 @@ int df_server_submit(df_server_t *s, df_job_t *job, df_error_t *err)
         for (int o = 0; o < no; o++) {
             memset(&job->outputs[o], 0, sizeof job->outputs[o]);
             df__strcpy_n(job->outputs[o].name, DF_NAME_MAX, df_model_output(m, o)->name);
+            job->outputs[o].as_text = job->as_text_all;
         }
     }
     size_t f32_total = 0, enc_total = 0;
+    uint64_t text_total = 0;
     for (int k = 0; k < job->n_outputs; k++) {
         df_job_output_t *out = &job->outputs[k];
         out->name[DF_NAME_MAX - 1] = 0;
@@ -338,7 +331,62 @@ int df_server_submit(df_server_t *s, df_job_t *job, df_error_t *err)
         size_t n = (size_t)B * (size_t)ld->out_numel[o];
         f32_total += (n * sizeof(float) + 63) & ~(size_t)63;
         if (out->encoding != DF_ENC_F32) enc_total += (n * 2 + 63) & ~(size_t)63;
+        if (out->as_text && job->text_value_bytes > 0)
+            text_total += (uint64_t)n * (uint64_t)job->text_value_bytes;
     }
+
+    /* the answer's size, before anything is allocated for it */
+    uint64_t clip_bytes = (uint64_t)clip_per * (uint64_t)B * sizeof(float);
+    uint64_t need = (uint64_t)f32_total + enc_total + clip_bytes + text_total;
+    const df_config_t *cfg = s->cfg;
+    if (need > cfg->max_output_bytes) {
+        df_error_set(&e, DF_ELIMIT,
+                     "the answer would take %.1f MiB (%lld poses; %.1f MiB of it as text), "
+                     "more than max_output_bytes (%.1f MiB): ask for fewer poses or outputs, "
+                     "or binary or float16 outputs",
+                     (double)need / MIB, (long long)B, (double)text_total / MIB,
+                     (double)cfg->max_output_bytes / MIB);
+        return reject(s, job, DF_ELIMIT, &e, err);
+    }
+    uint64_t before = atomic_fetch_add(&s->out_inflight, need);
+    p->out_charged = need;
+    if (before + need > cfg->max_output_inflight_bytes) {
+        df_error_set(&e, DF_EOVERLOAD,
+                     "server busy: %.1f MiB of answers in flight, this one needs %.1f MiB more "
+                     "(max_output_inflight_bytes %.1f MiB); retry later",
+                     (double)before / MIB, (double)need / MIB,
+                     (double)cfg->max_output_inflight_bytes / MIB);
+        return reject(s, job, DF_EOVERLOAD, &e, err);
+    }
+
+    /* clip: fill inputs the request did not give */
+    if (clip_idx >= 0) {
+        if (grow((void **)&p->clip, &p->clip_cap, clip_per * (size_t)B * sizeof(float) + 64)) {
+            df_error_set(&e, DF_ENOMEM, "out of memory");
+            return reject(s, job, DF_ENOMEM, &e, err);
+        }
+        /* layout: for each absent input i, B*numel floats */
+        float *bufs[DF_MAX_IO];
+        float *base[DF_MAX_IO];
+        size_t off = 0;
+        for (int i = 0; i < ni; i++) {
+            base[i] = p->in_base[i] ? NULL : p->clip + off * (size_t)B;
+            if (!p->in_base[i]) off += (size_t)ld->in_numel[i];
+        }
+        uint32_t filled = 0;
+        for (int64_t b = 0; b < B; b++) {
+            for (int i = 0; i < ni; i++)
+                bufs[i] = base[i] ? base[i] + b * ld->in_numel[i] : NULL;
+            uint32_t f = 0;
+            int rc = df_model_clip_sample(m, clip_idx, job->clip_time + (double)b * job->clip_dt,
+                                          bufs, &f, &e);
+            if (rc) return reject(s, job, rc, &e, err);
+            filled = f;
+        }
+        for (int i = 0; i < ni; i++)
+            if (base[i] && (filled & (1u << i))) p->in_base[i] = base[i];
+    }
+
     if (grow((void **)&p->f32, &p->f32_cap, f32_total + 64) ||
         grow(&p->enc, &p->enc_cap, enc_total + 64)) {
         df_error_set(&e, DF_ENOMEM, "out of memory for outputs");

@@ -49,6 +49,8 @@ static const key_t_ keys[] = {
     U("max_frame_bytes", max_frame_bytes, 1024, 4e9),
     I("max_json_depth", max_json_depth, 2, 64),
     L("max_json_elements", max_json_elements, 1, 1e9),
+    U("max_output_bytes", max_output_bytes, 1024, 1e12),
+    U("max_output_inflight_bytes", max_output_inflight_bytes, 1024, 1e13),
     I("max_connections", max_connections, 1, 100000),
     I("max_inflight_per_conn", max_inflight_per_conn, 1, 65536),
     I("idle_timeout_s", idle_timeout_s, 1, 86400),
@@ -78,6 +80,8 @@ void df_config_default(df_config_t *c)
     c->max_frame_bytes = 64ull << 20;
     c->max_json_depth = 16;
     c->max_json_elements = 16 * 1024 * 1024;
+    c->max_output_bytes = 64ull << 20;
+    c->max_output_inflight_bytes = 512ull << 20;
     c->max_connections = 1024;
     c->max_inflight_per_conn = 256;
     c->idle_timeout_s = 60;

@@ -40,6 +40,8 @@ typedef struct df_config {
     uint64_t max_frame_bytes;     /* socket frame, default 64 MiB */
     int max_json_depth;           /* JSON nesting, default 16 */
     int64_t max_json_elements;    /* numbers in one request, default 16M */
+    uint64_t max_output_bytes;    /* one answer (buffers + text), default 64 MiB */
+    uint64_t max_output_inflight_bytes; /* all answers in flight, default 512 MiB */
     int max_connections;          /* default 1024 */
     int max_inflight_per_conn;    /* socket pipelining, default 256 */
     int idle_timeout_s;           /* connection idle timeout, default 60 */

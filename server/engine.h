@@ -79,6 +79,7 @@ struct df__job_priv {
     float *f32; size_t f32_cap;  /* output floats (grow only) */
     void *enc; size_t enc_cap;   /* encoded outputs (grow only) */
     float *clip; size_t clip_cap;/* sampled clip inputs (grow only) */
+    uint64_t out_charged;        /* bytes counted in s->out_inflight */
 };
 
 typedef struct df__worker {
@@ -116,6 +117,8 @@ struct df_server {
     df__worker_t *workers;
     int64_t t_start_ns;
     pthread_mutex_t load_mu;     /* serialises loads (slow, outside mu) */
+    _Atomic uint64_t out_inflight; /* answer bytes of jobs between submit
+                                  * and df_job_free (max_output_inflight_bytes) */
 };
 
 int64_t df__now_ns(void);

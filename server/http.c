@@ -663,7 +663,12 @@ static enum MHD_Result start_infer(req_t *q)
         memcpy(out->name, k->outputs[o].name, DF_NAME_MAX);
         out->encoding = k->outputs[o].encoding;
         out->front_flags = k->outputs[o].binary >= 0 ? k->outputs[o].binary : k->binary_output;
+        out->as_text = q->glb || !out->front_flags;
     }
+    /* what the answer will hold besides the job's buffers: JSON numbers,
+     * or a .glb copy of the positions (and normals) */
+    job->text_value_bytes = q->glb ? 4 : DF_KS_TEXT_VALUE_BYTES;
+    job->as_text_all = q->glb || !k->binary_output;
     job->batch = k->batch_size;
     job->flags = k->flags;
     job->timeout_us = k->timeout_us;

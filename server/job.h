@@ -73,6 +73,9 @@ typedef struct df_job_output {
     char name[DF_NAME_MAX];
     df_encoding_t encoding;       /* DF_ENC_DEFAULT: the character's */
     int front_flags;              /* free for the front (e.g. HTTP binary) */
+    int as_text;                  /* 1: the front answers this output as
+                                   * text, text_value_bytes per value (for
+                                   * the answer-size limits) */
     /* results, valid once done() ran with status DF_OK */
     int index;                    /* model output index */
     int ndim;                     /* shape = [B, per-pose shape...] */
@@ -110,6 +113,11 @@ struct df_job {
     void *user;                   /* passed to done */
     int allow_inline;             /* 1: the front can take the answer back
                                    * inside df_server_submit (ran_inline) */
+    int text_value_bytes;         /* most bytes one output value takes in
+                                   * the front's text form (HTTP JSON); 0:
+                                   * no output is answered as text */
+    int as_text_all;              /* n_outputs == 0: every output is
+                                   * answered as text (as_text) */
     uint64_t front_id;            /* free for the front (request id) */
 
     /* ---- results, valid in done() and after ---- */
@@ -146,8 +154,17 @@ void df_job_free(df_job_t **job);
  * (done() will NOT run): DF_ENOTFOUND unknown
  * character; DF_EINVAL unknown input/output/clip, bad shape (the message
  * names the input and the expected shape), non-finite value; DF_ELIMIT too
- * many poses; DF_EOVERLOAD the model's queue is full; DF_ESHUTDOWN the
- * server is stopping. Map codes with df_http_status_for(). */
+ * many poses, or an answer larger than max_output_bytes; DF_EOVERLOAD the
+ * model's queue is full, or the answers in flight would exceed
+ * max_output_inflight_bytes; DF_ESHUTDOWN the server is stopping. Map
+ * codes with df_http_status_for().
+ *
+ * Answer bytes. Before anything is allocated, a job's answer is sized:
+ * its float outputs, their encoded copies, the sampled clip inputs, and
+ * text_value_bytes per value of the outputs answered as text. It is
+ * refused above max_output_bytes, and counted against
+ * max_output_inflight_bytes (all answers of the server) from submit until
+ * df_job_free, so answers a slow client has not read yet still count. */
 int df_server_submit(df_server_t *s, df_job_t *job, df_error_t *err);
 
 /* ------------------------------------------------------ lookups for fronts */

@@ -14,9 +14,16 @@
  *    from the mapped file, and a SIGHUP arriving during a rescan, which
  *    went to a thread started before main (OpenBLAS's) that did not block
  *    it.
+ *  - test_output_limits: answers too large for max_output_bytes (413 /
+ *    DF_ELIMIT) and answers beyond max_output_inflight_bytes while a client
+ *    does not read its own (429 / DF_EOVERLOAD), then served once it left.
  */
 #include "daemon_util.h"
+#include "frame.h"
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <pthread.h>
 #include <stdatomic.h>
 
@@ -24,6 +31,108 @@ static char repo[1024];
 static CURL *C;
 
 /* ------------------------------------------------------------ helpers */
+
+/* ------------------------------------------------------------ raw sockets */
+
+static int raw_connect(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    sa.sin_addr.s_addr = htonl(0x7f000001);
+    if (connect(fd, (struct sockaddr *)&sa, sizeof sa)) {
+        close(fd);
+        return -1;
+    }
+    struct timeval tv = {10, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    return fd;
+}
+
+static int send_all(int fd, const void *p, size_t n)
+{
+    const char *c = p;
+    while (n) {
+        ssize_t w = send(fd, c, n, MSG_NOSIGNAL);
+        if (w <= 0) return -1;
+        c += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* Read one frame into buf (8-aligned). Returns total bytes, 0 on EOF, -1 on
+ * error or timeout. */
+static long read_frame(int fd, uint8_t *buf, size_t cap)
+{
+    size_t got = 0, need = DF_FRAME_HEADER_SIZE;
+    while (got < need) {
+        ssize_t r = recv(fd, buf + got, need - got, 0);
+        if (r == 0) return 0;
+        if (r < 0) return -1;
+        got += (size_t)r;
+        if (got == DF_FRAME_HEADER_SIZE) {
+            uint32_t len;
+            memcpy(&len, buf + 20, 4);
+            need = DF_FRAME_HEADER_SIZE + len;
+            if (need > cap) return -1;
+        }
+    }
+    return (long)got;
+}
+
+/* An INFER frame (new: free()). */
+static uint8_t *enc_infer(const df_frame_infer_t *q, uint64_t id, size_t *n)
+{
+    df_frame_buf_t fb;
+    df_error_t err;
+    df_frame_buf_init(&fb);
+    if (df_frame_encode_infer(id, q, &fb.o, &err)) return NULL;
+    uint8_t *b = malloc(fb.o.total + 16);
+    df_frame_flatten(&fb.o, b);
+    *n = fb.o.total;
+    return b;
+}
+
+/* The socket port from the daemon's ready file. */
+static int sock_port_of(const daemon_t *d)
+{
+    FILE *f = fopen(d->ready, "r");
+    int h = -1, sp = -1;
+    if (f) {
+        if (fscanf(f, "http=%d socket=%d", &h, &sp) != 2) sp = -1;
+        fclose(f);
+    }
+    return sp;
+}
+
+/* One INFER of `character` with n_poses and no inputs on a new
+ * connection; the answer's frame type, error code and message. */
+static int sock_infer(int port, const char *character, uint32_t n_poses, int32_t *code,
+                      char *msg, size_t cap)
+{
+    int fd = raw_connect(port);
+    if (fd < 0) return -1;
+    df_frame_infer_t q;
+    memset(&q, 0, sizeof q);
+    q.n_poses = n_poses;
+    snprintf(q.character, sizeof q.character, "%s", character);
+    size_t n;
+    uint8_t *b = enc_infer(&q, 9, &n);
+    static uint8_t buf[64 << 20] __attribute__((aligned(8)));
+    long r = b && send_all(fd, b, n) == 0 ? read_frame(fd, buf, sizeof buf) : -1;
+    free(b);
+    close(fd);
+    df_frame_t f;
+    df_error_t err = {0};
+    if (r <= 0 || df_frame_decode(buf, (size_t)r, sizeof buf, &f, NULL, &err)) return -1;
+    *code = 0;
+    msg[0] = 0;
+    if (f.h.type == DF_FT_ERROR) {
+        *code = f.u.error.code;
+        snprintf(msg, cap, "%s", f.u.error.msg);
+    }
+    return f.h.type;
+}
 
 /* 1 while the daemon runs; when it has ended, reaps it and says how. */
 static int alive(daemon_t *d)
@@ -149,6 +258,74 @@ static void test_model_rewritten_during_reload(void)
     free(bytes);
 }
 
+/* ------------------------------------------- D4: answer-size limits */
+
+/* The 34-byte request for 4096 poses of every output (a 1.7 GB answer as
+ * JSON) is refused with 413 on HTTP and DF_ELIMIT on the socket, before
+ * any work. Answers in flight are counted until written: a client that
+ * does not read its 38 MB answer keeps it counted, so a second such
+ * request does not fit under max_output_inflight_bytes (60 MiB) and is
+ * answered 429; once the first client goes away, it is served. */
+static void test_output_limits(void)
+{
+    daemon_t d;
+    const char *extra[] = {"--socket-port", "0", "--set", "max_output_inflight_bytes=60M", NULL};
+    if (daemon_start(&d, repo, "outlim", extra)) {
+        DF_CHECK(0);
+        return;
+    }
+    const char *huge = "{\"parameters\":{\"batch_size\":4096}}";
+    resp_t r;
+    DF_CHECK(http_req(C, d.port, "POST", "/v2/models/alice/infer", huge, strlen(huge), NULL, &r) == 0);
+    DF_CHECK_MSG(r.status == 413 && strstr(r.body, "max_output_bytes") &&
+                     strstr(r.body, "4096 poses"),
+                 "status %ld: %.300s", r.status, r.body);
+    resp_free(&r);
+    int32_t code;
+    char msg[1100];
+    int sp = sock_port_of(&d);
+    int type = sock_infer(sp, "alice", 4096, &code, msg, sizeof msg);
+    DF_CHECK_MSG(type == DF_FT_ERROR && code == DF_ELIMIT && strstr(msg, "max_output_bytes"),
+                 "socket: type %d code %d: %s", type, code, msg);
+    /* in flight: a 300-pose JSON answer is 38 MB counted (6.9 MB of floats,
+     * 18 bytes per value of text), about 19 MB written */
+    const char *big = "{\"parameters\":{\"batch_size\":300}}";
+    int fd = raw_connect(d.port);
+    char head[256];
+    int hn = snprintf(head, sizeof head,
+                      "POST /v2/models/alice/infer HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\n\r\n%s",
+                      strlen(big), big);
+    DF_CHECK(fd >= 0 && send_all(fd, head, (size_t)hn) == 0);
+    usleep(400000); /* submitted, evaluated, stuck writing to a client that does not read */
+    DF_CHECK(http_req(C, d.port, "POST", "/v2/models/alice/infer", big, strlen(big), NULL, &r) == 0);
+    DF_CHECK_MSG(r.status == 429 && strstr(r.body, "max_output_inflight_bytes"),
+                 "second big answer while the first is unread: status %ld: %.300s", r.status,
+                 r.body);
+    resp_free(&r);
+    type = sock_infer(sp, "alice", 2000, &code, msg, sizeof msg); /* 46 MB of floats */
+    DF_CHECK_MSG(type == DF_FT_ERROR && code == DF_EOVERLOAD &&
+                     strstr(msg, "max_output_inflight_bytes"),
+                 "socket while the HTTP answer is unread: type %d code %d: %s", type, code, msg);
+    /* a small answer still fits */
+    const char *small = "{\"parameters\":{\"batch_size\":2}}";
+    DF_CHECK(http_req(C, d.port, "POST", "/v2/models/alice/infer", small, strlen(small), NULL, &r) == 0);
+    DF_CHECK_MSG(r.status == 200, "small answer: status %ld: %.200s", r.status, r.body);
+    resp_free(&r);
+    close(fd);
+    long status = 0;
+    for (int i = 0; i < 50 && status != 200; i++) {
+        usleep(50000);
+        if (http_req(C, d.port, "POST", "/v2/models/alice/infer", big, strlen(big), NULL, &r)) break;
+        status = r.status;
+        if (status == 200)
+            DF_CHECK_MSG(strstr(r.body, "\"shape\":[300,960,3]") != NULL, "%.300s", r.body);
+        resp_free(&r);
+    }
+    DF_CHECK_MSG(status == 200, "after the slow client left: status %ld", status);
+    DF_CHECK(alive(&d));
+    DF_CHECK(daemon_stop(&d) == 0);
+}
+
 /* ------------------------------------------------------------ main */
 
 int main(void)
@@ -166,6 +343,7 @@ int main(void)
     snprintf(p, sizeof p, "%s/big/config.json", repo);
     write_text(p, "{\"kind\":\"rigged\",\"max_batch_size\":8,\"max_queue_delay_us\":500}");
     DF_RUN(test_model_rewritten_during_reload);
+    DF_RUN(test_output_limits);
     curl_easy_cleanup(C);
     curl_global_cleanup();
     return test_out_done(dftest_exit());
