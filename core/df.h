@@ -382,6 +382,13 @@ typedef struct df_rigged_data {
     const char *skinning;      /* "lbs" or "dqs" (default lbs) */
     size_t n_clips;
     df_rigged_clip_t *clips;
+    /* shape blend shapes (optional; docs/rigged.md "Shape blend shapes") */
+    int64_t n_shapes;          /* S, 0: none */
+    float *shape_deltas;       /* [S,N,3] per unit beta_s */
+    float *shape_normal_deltas;/* [S,N,3] or NULL */
+    char **shape_names;        /* [S] or NULL */
+    float *joint_shape_translations; /* [S,J,3] change of each joint's local
+                                * rest translation per unit beta_s, or NULL */
 } df_rigged_data_t;
 
 int df_rigged_write(const df_rigged_data_t *d, const char *path,

@@ -11,8 +11,13 @@
  * in blocks (skin.h), inverse binds reduced to 3x4. Rest normals missing
  * from the file are computed area-weighted from the triangles.
  *
- * Input order: weights (only when M > 0), then joint_rotations,
- * joint_translations, joint_matrices (only when J > 0). The default of
+ * Input order: weights (only when M > 0), shape (only when S > 0), then
+ * joint_rotations, joint_translations, joint_matrices (only when J > 0).
+ * Shape blend shapes (shape_deltas, optional shape_normal_deltas and
+ * joint_rest_translation_shapedirs) are extra columns of the morph matrix,
+ * so morphs and shapes are one GEMM; the joints' shape part is reduced at
+ * load to one origin shift per (shape, joint) in the joint's rest frame
+ * (shape_c), which makes the shaped inverse bind one subtraction. The default of
  * joint_matrices is the rest pose's world matrices, so passing the default
  * explicitly gives the same result as omitting every joint input.
  */
@@ -63,24 +68,75 @@ static int require(const df_st_t *st, const char *name, df_dtype_t dt,
     return rc;
 }
 
-/* The morph GEMM's matrix: the [M,N,3] tensor t as a column-major
- * 3N x (M+1) matrix with last (3N floats) as column M, so one GEMM with a
- * weight column ending in 1 gives last + sum w_m t_m. Packed once into the
- * kernel's panel layout in DF_RIG_PACKED builds. NULL when out of memory. */
-static float *morph_matrix(const df_tensor_t *t, const float *last, int64_t N)
+/* The morph GEMM's matrix: the [M,N,3] tensor a (morphs) and the [S,N,3]
+ * tensor b (shapes) as a column-major 3N x (M+S+1) matrix with last (3N
+ * floats) as the final column, so one GEMM with a weight column
+ * [w; beta; 1] gives last + sum w_m a_m + sum beta_s b_s. A NULL a or b with
+ * a non-zero count gives zero columns (normals of only one of the two).
+ * Packed once into the kernel's panel layout in DF_RIG_PACKED builds. NULL
+ * when out of memory. */
+static float *morph_matrix(const float *a, int64_t M, const float *b, int64_t S,
+                           const float *last, int64_t N)
 {
-    int64_t M = t->shape[0];
-    float *a = dupf(t, (size_t)N * 3);
-    if (!a) return NULL;
-    memcpy(a + (size_t)M * N * 3, last, (size_t)N * 3 * sizeof(float));
+    size_t n3 = (size_t)N * 3;
+    float *x = xalloc(n3 * (size_t)(M + S + 1)); /* zeroed */
+    if (!x) return NULL;
+    if (a && M) memcpy(x, a, (size_t)M * n3 * sizeof(float));
+    if (b && S) memcpy(x + (size_t)M * n3, b, (size_t)S * n3 * sizeof(float));
+    memcpy(x + (size_t)(M + S) * n3, last, n3 * sizeof(float));
 #ifdef DF_RIG_PACKED
-    size_t nf = df__rig_packed_floats(N * 3, M + 1);
+    size_t nf = df__rig_packed_floats(N * 3, M + S + 1);
     float *pk = aligned_alloc(64, (nf * sizeof(float) + 63) & ~(size_t)63);
-    if (pk) df__rig_pack(a, N * 3, M + 1, pk);
-    free(a);
-    a = pk;
+    if (pk) df__rig_pack(x, N * 3, M + S + 1, pk);
+    free(x);
+    x = pk;
 #endif
-    return a;
+    return x;
+}
+
+/* shape_c[s,j] = L_j^-1 da_{s,j}: the rest origin of joint j moves by
+ * da_{s,j} = da_{s,parent} + L_parent t_{s,j} per unit beta_s (L: the rest
+ * world matrix's linear part, t: joint_rest_translation_shapedirs); in the
+ * joint's own rest frame that is c. Fails on a singular rest matrix. */
+static int shape_origins(df__rig_t *r, df_error_t *err)
+{
+    int64_t J = r->J, S = r->S;
+    float *world = xalloc((size_t)J * 12), *skin = xalloc((size_t)J * 12);
+    float *da = xalloc((size_t)J * 3);
+    int rc = DF_OK;
+    if (!world || !skin || !da) {
+        rc = E(DF_ENOMEM, "out of memory");
+        goto out;
+    }
+    df__rig_skin_matrices(r, NULL, NULL, NULL, world, skin);
+    for (int64_t s = 0; s < S && !rc; s++) {
+        for (int64_t j = 0; j < J; j++) {
+            const float *t = r->shape_t + (s * J + j) * 3;
+            int32_t p = r->parents[j];
+            double d[3] = {t[0], t[1], t[2]};
+            if (p >= 0) {
+                const float *Lp = world + 12 * p;
+                for (int a = 0; a < 3; a++)
+                    d[a] = da[3 * p + a] + Lp[4 * a] * t[0] + Lp[4 * a + 1] * t[1] +
+                           Lp[4 * a + 2] * t[2];
+            }
+            for (int a = 0; a < 3; a++) da[3 * j + a] = (float)d[a];
+            float inv[12];
+            if (df_m34_inverse(world + 12 * j, inv)) {
+                rc = E(DF_EFORMAT, "tensor 'joint_rest_translation_shapedirs': joint %lld: "
+                                   "its rest world matrix is singular", (long long)j);
+                break;
+            }
+            float *c = r->shape_c + (s * J + j) * 3;
+            for (int a = 0; a < 3; a++)
+                c[a] = (float)(inv[4 * a] * d[0] + inv[4 * a + 1] * d[1] + inv[4 * a + 2] * d[2]);
+        }
+    }
+out:
+    free(world);
+    free(skin);
+    free(da);
+    return rc;
 }
 
 static void rig_destroy(void *impl)
@@ -91,6 +147,8 @@ static void rig_destroy(void *impl)
     free(r->rest_nrm);
     free(r->deltas);
     free(r->ndeltas);
+    free(r->shape_t);
+    free(r->shape_c);
     free(r->parents);
     free(r->rest_t);
     free(r->rest_q);
@@ -365,7 +423,7 @@ static int rig_load(df_model_t *m, const df_st_t *st, const char *params_json,
     df__rig_t *r = calloc(1, sizeof *r);
     if (!r) return E(DF_ENOMEM, "out of memory");
     m->impl = r; /* freed by destroy, also on failure */
-    r->in_w = r->in_rot = r->in_tr = r->in_mat = -1;
+    r->in_w = r->in_shape = r->in_rot = r->in_tr = r->in_mat = -1;
     int rc;
 
     /* ---- metadata */
@@ -423,6 +481,21 @@ static int rig_load(df_model_t *m, const df_st_t *st, const char *params_json,
         return E(DF_ELIMIT, "tensor 'morph_deltas': %lld morphs exceeds the "
                             "limit %lld", (long long)r->M,
                  (long long)lim->max_morphs);
+    /* shape blend shapes (SMPL-like bodies): deltas per unit beta_s */
+    const df_tensor_t *tsd = NULL, *tsn = NULL;
+    if ((rc = require(st, "shape_deltas", DF_DT_F32, 3, smd, 1, &tsd, nctx, err)) ||
+        (rc = require(st, "shape_normal_deltas", DF_DT_F32, 3, smd, 1, &tsn, nctx, err)))
+        return rc;
+    r->S = tsd ? tsd->shape[0] : 0;
+    if (tsn && !tsd)
+        return E(DF_EFORMAT, "tensor 'shape_normal_deltas' present but 'shape_deltas' "
+                             "is missing");
+    if (tsn && tsn->shape[0] != r->S)
+        return E(DF_EFORMAT, "tensor 'shape_normal_deltas': %lld shapes, 'shape_deltas' "
+                             "has %lld", (long long)tsn->shape[0], (long long)r->S);
+    if (r->S > lim->max_morphs)
+        return E(DF_ELIMIT, "tensor 'shape_deltas': %lld shapes exceeds the limit %lld",
+                 (long long)r->S, (long long)lim->max_morphs);
     if ((rc = df__model_set_mesh(m, N, tp->data, T, (const uint32_t *)tri)))
         return E(rc, "cannot store the mesh");
     r->rest = dupf(tp, 4);
@@ -433,10 +506,14 @@ static int rig_load(df_model_t *m, const df_st_t *st, const char *params_json,
     else
         compute_normals(r->rest, N, (const uint32_t *)tri, T, r->rest_nrm);
     normalize_rows(r->rest_nrm, N);
-    /* deltas plus the rest positions as column M (weight 1); the normal
-     * deltas likewise with the rest normals */
-    if ((tmd && !(r->deltas = morph_matrix(tmd, tp->data, N))) ||
-        (tmn && !(r->ndeltas = morph_matrix(tmn, r->rest_nrm, N))))
+    /* morph and shape deltas plus the rest positions as the last column
+     * (weight 1); the normal deltas likewise with the rest normals */
+    if ((r->M + r->S > 0 &&
+         !(r->deltas = morph_matrix(tmd ? tmd->data : NULL, r->M, tsd ? tsd->data : NULL,
+                                    r->S, tp->data, N))) ||
+        ((tmn || tsn) &&
+         !(r->ndeltas = morph_matrix(tmn ? tmn->data : NULL, r->M, tsn ? tsn->data : NULL,
+                                     r->S, r->rest_nrm, N))))
         return E(DF_ENOMEM, "out of memory");
 
     /* ---- skeleton */
@@ -555,11 +632,33 @@ static int rig_load(df_model_t *m, const df_st_t *st, const char *params_json,
         if (rc) return E(rc, "out of memory");
     }
 
+    /* ---- joints that move with the shape */
+    const df_tensor_t *tjs = NULL;
+    int64_t sjs[3] = {r->S, J, 3};
+    char sctx[128];
+    snprintf(sctx, sizeof sctx, "S = %lld from 'shape_deltas', J = %lld from 'joint_parents'",
+             (long long)r->S, (long long)J);
+    if ((rc = require(st, "joint_rest_translation_shapedirs", DF_DT_F32, 3, sjs, 1, &tjs,
+                      sctx, err)))
+        return rc;
+    if (tjs && (r->S == 0 || J == 0))
+        return E(DF_EFORMAT, "tensor 'joint_rest_translation_shapedirs' needs 'shape_deltas' "
+                             "and a skeleton");
+    if (tjs) {
+        r->shape_t = dupf(tjs, 0);
+        r->shape_c = xalloc((size_t)(r->S * J * 3));
+        if (!r->shape_t || !r->shape_c) return E(DF_ENOMEM, "out of memory");
+        if ((rc = shape_origins(r, err))) return rc;
+    }
+
     /* ---- names, inputs, outputs */
     if ((rc = load_names(m, st, "joint_names", "joints", "joint", (size_t)J,
                          err)) ||
         (rc = load_names(m, st, "morph_names", "morphs", "morph",
                          (size_t)r->M, err)))
+        return rc;
+    if (r->S > 0 && (rc = load_names(m, st, "shape_names", "shapes", "shape",
+                                     (size_t)r->S, err)))
         return rc;
     int64_t shp[2];
     if (r->M > 0) {
@@ -567,6 +666,12 @@ static int rig_load(df_model_t *m, const df_st_t *st, const char *params_json,
         r->in_w = m->n_inputs;
         if ((rc = df__model_add_input(m, "weights", 1, shp, 1, NULL)))
             return E(rc, "cannot add input 'weights'");
+    }
+    if (r->S > 0) {
+        shp[0] = r->S;
+        r->in_shape = m->n_inputs;
+        if ((rc = df__model_add_input(m, "shape", 1, shp, 1, NULL)))
+            return E(rc, "cannot add input 'shape'");
     }
     if (J > 0) {
         float *world = xalloc((size_t)J * 12), *skin = xalloc((size_t)J * 12);

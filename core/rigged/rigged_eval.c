@@ -5,11 +5,13 @@
  *  1. validate every pose's inputs and flags first (finite values, non-zero
  *     quaternions, not both LBS and DQS), so a bad pose fails the batch
  *     before any output is written, with the pose and input named;
- *  2. morph targets for the whole batch as ONE GEMM: the deltas tensor
- *     [M,N,3] is already a column-major 3N x M matrix; load appended the
- *     rest positions as column M, so with the weights of the Bm poses that
- *     have non-zero weights gathered into an (M+1) x Bm matrix (last row 1)
- *     one GEMM with beta = 0 yields the morphed positions: no copy pass.
+ *  2. morph targets and shape blend shapes for the whole batch as ONE
+ *     GEMM: load laid the [M,N,3] morph deltas and the [S,N,3] shape deltas
+ *     out as a column-major 3N x (M+S) matrix and appended the rest
+ *     positions as column M+S, so with the weights and shapes of the Bm
+ *     poses that have a non-zero one gathered into an (M+S+1) x Bm matrix
+ *     (last row 1) one GEMM with beta = 0 yields the morphed positions: no
+ *     copy pass.
  *     Bm == 1 uses sgemv (sgemm at n=1 is several times slower than sgemv;
  *     bench/bench_core.c measures both).
  *     Poses without weights read the rest positions directly;
@@ -38,12 +40,12 @@ static size_t pos_stride(const df__rig_t *r) { return al16((size_t)r->N * 3 + 4)
 size_t df__rig_scratch_bytes(const df_model_t *m, int n)
 {
     const df__rig_t *r = m->impl;
-    size_t J = (size_t)r->J, B = (size_t)n;
+    size_t J = (size_t)r->J, B = (size_t)n, C = (size_t)(r->M + r->S);
     size_t fl = 0;
-    if (r->M > 0) fl += B * pos_stride(r) + al16((size_t)(r->M + 1) * B);
+    if (C > 0) fl += B * pos_stride(r) + al16((C + 1) * B);
     if (r->ndeltas) fl += B * pos_stride(r); /* morphed normals */
 #ifdef DF_RIG_PACKED
-    if (r->M > 0) fl += al16((size_t)(r->M + 1) * B); /* weights regrouped per tile */
+    if (C > 0) fl += al16((C + 1) * B); /* weights regrouped per tile */
 #endif
     fl += pos_stride(r);                 /* positions sink */
     fl += al16(J * 12) * 2 + al16(J * 16) * 2 + al16(J * 8);
@@ -55,15 +57,26 @@ void df__rig_skin_matrices(const df__rig_t *r, const float *rot,
                            const float *tr, const float *mat, float *world,
                            float *skin)
 {
-    for (int64_t j = 0; j < r->J; j++) {
+    df__rig_skin_matrices_shaped(r, rot, tr, mat, NULL, world, skin);
+}
+
+void df__rig_skin_matrices_shaped(const df__rig_t *r, const float *rot,
+                                  const float *tr, const float *mat,
+                                  const float *beta, float *world,
+                                  float *skin)
+{
+    const int64_t J = r->J, S = r->shape_t && beta ? r->S : 0;
+    for (int64_t j = 0; j < J; j++) {
         float *wj = world + 12 * j;
         if (mat) {
             memcpy(wj, mat + 12 * j, 12 * sizeof(float));
         } else {
-            float q[4], local[12];
+            float q[4], local[12], t[3];
             memcpy(q, rot ? rot + 4 * j : r->rest_q + 4 * j, sizeof q);
             if (rot) df_quat_normalize(q);
-            const float *t = tr ? tr + 3 * j : r->rest_t + 3 * j;
+            memcpy(t, tr ? tr + 3 * j : r->rest_t + 3 * j, sizeof t);
+            for (int64_t s = 0; s < S; s++)
+                for (int a = 0; a < 3; a++) t[a] += beta[s] * r->shape_t[(s * J + j) * 3 + a];
             df_m34_from_trs(t, q, r->rest_s + 3 * j, local);
             int32_t p = r->parents[j];
             if (p >= 0)
@@ -71,7 +84,15 @@ void df__rig_skin_matrices(const df__rig_t *r, const float *rot,
             else
                 memcpy(wj, local, sizeof local);
         }
-        df_m34_mul(wj, r->ibm + 12 * j, skin + 12 * j);
+        if (S == 0) {
+            df_m34_mul(wj, r->ibm + 12 * j, skin + 12 * j);
+        } else { /* T(-c) * ibm: the inverse bind of the shaped rest skeleton */
+            float ib[12];
+            memcpy(ib, r->ibm + 12 * j, sizeof ib);
+            for (int64_t s = 0; s < S; s++)
+                for (int a = 0; a < 3; a++) ib[4 * a + 3] -= beta[s] * r->shape_c[(s * J + j) * 3 + a];
+            df_m34_mul(wj, ib, skin + 12 * j);
+        }
     }
 }
 
@@ -234,10 +255,12 @@ static int validate(const df__rig_t *r, const df_batch_t *b, df_error_t *err)
         if ((fl & DF_POSE_LBS) && (fl & DF_POSE_DQS))
             return E(DF_EINVAL, "pose %d: flags ask for both LBS and DQS", p);
         const float *w = pose_in(b, r->in_w, p);
+        const float *sh = pose_in(b, r->in_shape, p);
         const float *q = pose_in(b, r->in_rot, p);
         const float *t = pose_in(b, r->in_tr, p);
         const float *mt = pose_in(b, r->in_mat, p);
         if (w && (rc = check_finite(w, r->M, p, "weights", err))) return rc;
+        if (sh && (rc = check_finite(sh, r->S, p, "shape", err))) return rc;
         if (t && (rc = check_finite(t, r->J * 3, p, "joint_translations", err)))
             return rc;
         if (mt && (rc = check_finite(mt, r->J * 12, p, "joint_matrices", err)))
@@ -356,12 +379,13 @@ int df__rig_evaluate(const df_model_t *m, const df_batch_t *b, void *scratch,
     if (rc) return rc;
     const int B = b->n;
     const size_t N3 = (size_t)r->N * 3, J = (size_t)r->J, M = (size_t)r->M;
+    const size_t S = (size_t)r->S, Cm = M + S; /* delta columns before the rest */
     const size_t ps = pos_stride(r);
 
     /* carve scratch (64-byte aligned base, 16-float aligned regions) */
     float *s = (float *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
     float *C = NULL, *Wm = NULL, *Cn = NULL;
-    if (M > 0) {
+    if (Cm > 0) {
         C = s;
         s += (size_t)B * ps;
         if (r->ndeltas) {
@@ -369,11 +393,11 @@ int df__rig_evaluate(const df_model_t *m, const df_batch_t *b, void *scratch,
             s += (size_t)B * ps;
         }
         Wm = s;
-        s += al16((M + 1) * (size_t)B);
+        s += al16((Cm + 1) * (size_t)B);
     }
 #ifdef DF_RIG_PACKED
     float *Wt = s;
-    if (M > 0) s += al16((M + 1) * (size_t)B);
+    if (Cm > 0) s += al16((Cm + 1) * (size_t)B);
 #else
     float *Wt = NULL; /* cblas needs no regrouped weights */
 #endif
@@ -396,18 +420,29 @@ int df__rig_evaluate(const df_model_t *m, const df_batch_t *b, void *scratch,
      * skeleton the result is the output: when there is one pose, or the
      * output buffers are evenly spaced (a contiguous batch array), the GEMM
      * writes straight into them. */
-    const size_t M1 = M + 1;
+    const size_t M1 = Cm + 1;
     int nm = 0;
     for (int p = 0; p < B; p++) {
         col[p] = -1;
         const float *w = pose_in(b, r->in_w, p);
-        if (!w) continue;
-        size_t i;
-        for (i = 0; i < M && w[i] == 0.0f; i++) {}
-        if (i == M) continue; /* all zero: rest */
+        const float *sh = pose_in(b, r->in_shape, p);
+        size_t i = 0, k = 0;
+        if (w)
+            for (; i < M && w[i] == 0.0f; i++) {}
+        if (sh)
+            for (; k < S && sh[k] == 0.0f; k++) {}
+        if ((!w || i == M) && (!sh || k == S)) continue; /* all zero: rest */
         col[p] = nm;
-        memcpy(Wm + (size_t)nm * M1, w, M * sizeof(float));
-        Wm[(size_t)nm * M1 + M] = 1.0f;
+        float *wc = Wm + (size_t)nm * M1;
+        if (w)
+            memcpy(wc, w, M * sizeof(float));
+        else
+            memset(wc, 0, M * sizeof(float));
+        if (sh)
+            memcpy(wc + M, sh, S * sizeof(float));
+        else
+            memset(wc + M, 0, S * sizeof(float));
+        wc[Cm] = 1.0f;
         nm++;
     }
     /* With no skeleton and a single morphed pose, the GEMV writes straight
@@ -454,9 +489,9 @@ int df__rig_evaluate(const df_model_t *m, const df_batch_t *b, void *scratch,
         }
         if (!op && !on) continue;
         if (!op) op = sink;
-        df__rig_skin_matrices(r, pose_in(b, r->in_rot, p),
-                              pose_in(b, r->in_tr, p),
-                              pose_in(b, r->in_mat, p), world, skin);
+        df__rig_skin_matrices_shaped(r, pose_in(b, r->in_rot, p), pose_in(b, r->in_tr, p),
+                                     pose_in(b, r->in_mat, p), pose_in(b, r->in_shape, p),
+                                     world, skin);
         uint32_t fl = b->flags ? b->flags[p] : 0;
         int use_dqs = (fl & DF_POSE_DQS) ? 1 : (fl & DF_POSE_LBS) ? 0 : r->dqs;
         if (!on) nin = NULL;

@@ -25,17 +25,24 @@ typedef struct df__rig_clip {
 
 typedef struct df__rig {
     int64_t N, T, M, J, K;
+    int64_t S;        /* shape blend shapes (0: none) */
     float *rest;      /* [3N + 4] (padded: kernels read 4 floats/vertex) */
     float *rest_nrm;  /* [3N + 4] unit (or zero for isolated vertices) */
-    float *deltas;    /* [M+1,N,3] = column-major 3N x (M+1): the morph
-                       * deltas, then the rest positions (weight 1), so one
-                       * GEMM with beta = 0 gives rest + sum w_m d_m.
+    float *deltas;    /* [M+S+1,N,3] = column-major 3N x (M+S+1): the morph
+                       * deltas, the shape deltas, then the rest positions
+                       * (weight 1), so one GEMM with beta = 0 gives
+                       * rest + sum w_m d_m + sum beta_s D_s.
                        * DF_RIG_PACKED builds: packed in panels of
                        * DF_RIG_PANEL rows instead (df__rig_pack) */
-    float *ndeltas;   /* the same layout for the normals: morph_normal_deltas
-                       * then the rest normals; NULL when the file has no
-                       * morph_normal_deltas (morphs then keep the rest
-                       * normals) */
+    float *ndeltas;   /* the same layout for the normals: morph_normal_deltas,
+                       * shape_normal_deltas (zero columns for the one the
+                       * file lacks), then the rest normals; NULL when the
+                       * file has neither (morphs and shapes then keep the
+                       * rest normals) */
+    float *shape_t;   /* [S,J,3] joint_rest_translation_shapedirs, or NULL */
+    float *shape_c;   /* [S,J,3] the joint's rest origin shift per unit
+                       * beta_s in the joint's own rest frame (load):
+                       * shaped inverse bind = T(-sum beta_s c_s) * ibm */
     int32_t *parents; /* [J] */
     float *rest_t;    /* [J,3] */
     float *rest_q;    /* [J,4] unit */
@@ -44,7 +51,7 @@ typedef struct df__rig {
     df__skin_t skin;
     int dqs;          /* default skinning: 1 = DQS, 0 = LBS */
     /* input indices (-1 when the model has no such input) */
-    int in_w, in_rot, in_tr, in_mat;
+    int in_w, in_shape, in_rot, in_tr, in_mat;
     size_t n_clips;
     df__rig_clip_t *clips;
 } df__rig_t;
@@ -66,5 +73,13 @@ int df__rig_evaluate(const df_model_t *m, const df_batch_t *b, void *scratch,
 void df__rig_skin_matrices(const df__rig_t *r, const float *rot,
                            const float *tr, const float *mat, float *world,
                            float *skin);
+/* The same for body shape beta [S] (NULL = 0): each joint's local
+ * translation (rest or tr) moves by sum beta_s shape_t[s], and the inverse
+ * bind follows the shaped rest skeleton, S_j = world_j T(-c_j(beta)) ibm_j,
+ * so the shaped rest pose skins to the shaped rest mesh exactly. */
+void df__rig_skin_matrices_shaped(const df__rig_t *r, const float *rot,
+                                  const float *tr, const float *mat,
+                                  const float *beta, float *world,
+                                  float *skin);
 
 #endif

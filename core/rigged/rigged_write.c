@@ -69,6 +69,11 @@ int df_rigged_write(const df_rigged_data_t *d, const char *path,
         return df_error_set(err, DF_EINVAL, "rigged write: no positions");
     if (T < 0 || (T > 0 && !d->triangles))
         return df_error_set(err, DF_EINVAL, "rigged write: bad triangles");
+    int64_t S = d->n_shapes;
+    if (S < 0 || (S > 0 && !d->shape_deltas) || (d->joint_shape_translations && (S == 0 || J == 0)))
+        return df_error_set(err, DF_EINVAL, "rigged write: %lld shapes: shape_deltas needed, "
+                            "and joint_shape_translations need shapes and a skeleton",
+                            (long long)S);
     if (M < 0 || (M > 0 && !d->morph_deltas))
         return df_error_set(err, DF_EINVAL,
                             "rigged write: %lld morphs but no morph_deltas",
@@ -94,7 +99,7 @@ int df_rigged_write(const df_rigged_data_t *d, const char *path,
 
     df_st_writer_t *w = df_st_writer_new();
     if (!w) return df_error_set(err, DF_ENOMEM, "out of memory");
-    char *jn = NULL, *mn = NULL, *cn = NULL;
+    char *jn = NULL, *mn = NULL, *cn = NULL, *sn = NULL;
     int rc = DF_OK;
     char name[96];
 
@@ -115,6 +120,7 @@ int df_rigged_write(const df_rigged_data_t *d, const char *path,
     rc = names_json(d->joint_names, (size_t)J, "joint", &jn);
     if (!rc) rc = names_json(d->morph_names, (size_t)M, "morph", &mn);
     if (!rc) rc = names_json(cnames, d->n_clips, "clip", &cn);
+    if (!rc && S > 0) rc = names_json(d->shape_names, (size_t)S, "shape", &sn);
     free(cnames);
     if (rc) {
         df_error_set(err, rc, "rigged write: a joint/morph/clip name is not "
@@ -123,7 +129,8 @@ int df_rigged_write(const df_rigged_data_t *d, const char *path,
     }
     if ((rc = meta(w, "joint_names", jn, err)) ||
         (rc = meta(w, "morph_names", mn, err)) ||
-        (rc = meta(w, "clips", cn, err)))
+        (rc = meta(w, "clips", cn, err)) ||
+        (S > 0 && (rc = meta(w, "shape_names", sn, err))))
         goto done;
 
     if ((rc = add(w, "positions", DF_DT_F32, 2, N, 3, 0, d->positions, err)))
@@ -139,6 +146,15 @@ int df_rigged_write(const df_rigged_data_t *d, const char *path,
     if (M > 0 && d->morph_normal_deltas &&
         (rc = add(w, "morph_normal_deltas", DF_DT_F32, 3, M, N, 3,
                   d->morph_normal_deltas, err)))
+        goto done;
+    if (S > 0 && (rc = add(w, "shape_deltas", DF_DT_F32, 3, S, N, 3, d->shape_deltas, err)))
+        goto done;
+    if (S > 0 && d->shape_normal_deltas &&
+        (rc = add(w, "shape_normal_deltas", DF_DT_F32, 3, S, N, 3, d->shape_normal_deltas, err)))
+        goto done;
+    if (d->joint_shape_translations &&
+        (rc = add(w, "joint_rest_translation_shapedirs", DF_DT_F32, 3, S, J, 3,
+                  d->joint_shape_translations, err)))
         goto done;
     if (J > 0) {
         if ((rc = add(w, "joint_parents", DF_DT_I32, 1, J, 0, 0, d->parents,
@@ -195,6 +211,7 @@ done:
     free(jn);
     free(mn);
     free(cn);
+    free(sn);
     df_st_writer_free(&w);
     return rc;
 }
