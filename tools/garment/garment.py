@@ -112,7 +112,8 @@ def body_tensors(db, clip=True):
     pz = os.path.join(db, 'poses.npz')
     if clip and os.path.exists(pz):
         p = np.load(pz)
-        src = [str(s) for s in p['source']]
+        src = p['source']
+        src = [str(src)] * len(p['rotations']) if src.ndim == 0 else [str(s) for s in src]
         names = []
         for name in dict.fromkeys(src):
             idx = [i for i, s in enumerate(src) if s == name]

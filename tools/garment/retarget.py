@@ -102,7 +102,7 @@ def main():
             L = D[n] if p < 0 else D[names[p]].inverted() @ D[n]
             rots[i, j] = quat_to_xyzw(L.to_quaternion().normalized())
     np.savez(out, rotations=rots, frames=np.array(frames), source=np.array(os.path.basename(bvh)),
-             joint_names=np.array(names))
+             joint_names=np.array(names), stride=stride)
     print('retarget: %s frames %d..%d stride %d -> %d poses, %s' % (bvh, f0, f1, stride, len(frames), out))
 
     png = arg(a, '--render')
