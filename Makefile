@@ -201,6 +201,12 @@ bench-server: all $(BENCH_BINS)
 
 # Skinning decomposition: time and ERMS per iteration, weights vs transforms
 # step, 1 and 2 threads (docs/decompose.md).
+# the scale-out router (deploy/nginx): its overhead per request and how it
+# spreads characters (bench/bench_scaleout.sh, docs/deploy.md)
+.PHONY: bench-scaleout
+bench-scaleout: all $(B)/bench/bench_server
+	@B=$(B) BIN=$(BIN) bench/bench_scaleout.sh
+
 .PHONY: bench-decompose
 bench-decompose: all
 	@BIN=$(BIN) bench/bench_decompose.sh

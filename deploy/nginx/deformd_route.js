@@ -38,6 +38,7 @@ function preread(s) {
         var k = key_of(data);
         if (k === null && !flags.last && data.length < 4096) return;
         s.variables.deformd_key = k === null ? "" : k;
+        s.off('upstream');
         s.done();
     });
 }

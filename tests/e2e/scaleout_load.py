@@ -32,6 +32,7 @@
 """
 import json
 import os
+import re
 import sys
 import threading
 import time
@@ -184,7 +185,8 @@ def parse_log(path, ports):
         for line in f:
             fld = line.split()
             kv = dict(x.split("=", 1) for x in fld[1:] if "=" in x and not x.startswith('"'))
-            up = kv.get("up", "-").rstrip(",").split(",")[-1].strip()
+            m = re.search(r" up=(.*?) (?:ust|st)=", line)  # "A, B" after a retry: B answered
+            up = m.group(1).split(",")[-1].strip() if m else "-"
             d = None
             if ":" in up:
                 d = port_ix.get(int(up.rsplit(":", 1)[1]))
