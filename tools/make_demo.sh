@@ -12,6 +12,11 @@
 #   morphcube  glTF2 AnimatedMorphCube — morph targets and a weights clip;
 #              characters "morphcube" (all weights 0 by default) and
 #              "morphcube_half" (every weight 0.5 by default).
+#   ict_face   the ICT face rig (tests/data/ict, MIT, ICT-FaceKit): 55 ARKit-style
+#              expression shapes, served as a `rigged` model (the source);
+#   ict_to_t1  a `retarget` model: the same 55 source controls (or 68 landmark
+#              markers) drive target T1, another identity with its own 25
+#              shapes, through the cloning matrix (docs/retarget.md).
 # Each asset goes through `bin/deform import`; this script then adds the
 # "characters" section to REPO/<model>/config.json (format: core/df.h,
 # df_repo_read_config; docs/model-format.md).
@@ -38,7 +43,9 @@ for f in "$BIN/deform" "$WUSON" "$MORPH"; do
     fi
 done
 
-stamp=$(cat "$BIN/deform" "$0" "$WUSON" "$MORPH" "${MORPH%.gltf}.bin" | sha256sum | cut -c1-64)
+ICT=$ROOT/tests/data/ict
+stamp=$(cat "$BIN/deform" "$0" "$WUSON" "$MORPH" "${MORPH%.gltf}.bin" "$ICT"/* \
+    "$ROOT/tools/retarget/make_data.py" | sha256sum | cut -c1-64)
 if [ -f "$REPO/.demo-stamp" ] && [ "$(cat "$REPO/.demo-stamp")" = "$stamp" ]; then
     echo "make_demo: $REPO is up to date"
     exit 0
@@ -50,6 +57,18 @@ trap 'rm -rf "$TMP"' EXIT
 echo "make_demo: building $REPO from $MODELS"
 "$BIN/deform" import "$WUSON" --repository "$TMP" --name wuson
 "$BIN/deform" import "$MORPH" --repository "$TMP" --name morphcube
+# the face: source rig and source -> T1 retarget model (rigs made by
+# tools/retarget/make_data.py from the committed reduced ICT copy)
+ICTW=$(mktemp -d "$(dirname "$REPO")/.demo-ict.XXXXXX")
+trap 'rm -rf "$TMP" "$ICTW"' EXIT
+"$PY" "$ROOT/tools/retarget/make_data.py" build --data "$ICT" --out "$ICTW" --frames 1
+mkdir -p "$TMP/ict_face/1"
+cp "$ICTW/source.safetensors" "$TMP/ict_face/1/model.safetensors"
+echo '{"kind": "rigged"}' >"$TMP/ict_face/config.json"
+"$BIN/deform" retarget build --source "$ICTW/source.safetensors" --target "$ICTW/t1.safetensors" \
+    --repository "$TMP" --name ict_to_t1 --map clone --poses "$ICT/clone_source.npy" \
+    "$ICT/clone_target.npy" --markers "$ICTW/landmarks68.txt"
+rm -rf "$ICTW"
 
 # Characters. The number of morph targets comes from the model file itself
 # (safetensors header: 8-byte little-endian length, then JSON).

@@ -19,36 +19,62 @@
 #include <stdint.h>
 #include <string.h>
 
+/* a.b with four partial sums: the compiler may not reorder a floating-point
+ * reduction, and one accumulator is a chain of dependent FMAs */
+static inline double dot(const double *a, const double *b, int64_t n)
+{
+    double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    int64_t k = 0;
+    for (; k + 4 <= n; k += 4) {
+        s0 += a[k] * b[k];
+        s1 += a[k + 1] * b[k + 1];
+        s2 += a[k + 2] * b[k + 2];
+        s3 += a[k + 3] * b[k + 3];
+    }
+    for (; k < n; k++) s0 += a[k] * b[k];
+    return (s0 + s1) + (s2 + s3);
+}
+
+/* Right-looking (outer-product) Cholesky on the upper triangle U = L':
+ * scaling a row and the trailing updates are independent, contiguous axpys
+ * that vectorise, where the dot-product form is a chain of dependent
+ * divisions and reductions. L gets U' at the end. */
 int64_t df__rt_cholesky(const double *G, int64_t m, double min_pivot,
                         double *L)
 {
-    for (int64_t i = 0; i < m; i++) {
-        for (int64_t j = 0; j <= i; j++) {
-            double s = G[i * m + j];
-            for (int64_t k = 0; k < j; k++) s -= L[i * m + k] * L[j * m + k];
-            if (i == j) {
-                if (!(s > min_pivot)) return i + 1;
-                L[i * m + i] = sqrt(s);
-            } else {
-                L[i * m + j] = s / L[j * m + j];
-            }
+    double *U = L; /* factor in place in the upper triangle, then transpose */
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = i; j < m; j++) U[i * m + j] = G[i * m + j];
+    for (int64_t k = 0; k < m; k++) {
+        double *Uk = U + k * m;
+        double d = Uk[k];
+        if (!(d > min_pivot)) return k + 1;
+        d = sqrt(d);
+        Uk[k] = d;
+        const double inv = 1.0 / d;
+        for (int64_t j = k + 1; j < m; j++) Uk[j] *= inv;
+        for (int64_t i = k + 1; i < m; i++) {
+            const double uki = Uk[i];
+            double *Ui = U + i * m;
+            for (int64_t j = i; j < m; j++) Ui[j] -= uki * Uk[j];
         }
-        for (int64_t j = i + 1; j < m; j++) L[i * m + j] = 0.0;
     }
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < i; j++) {
+            L[i * m + j] = U[j * m + i];
+            U[j * m + i] = 0.0;
+        }
     return 0;
 }
 
 void df__rt_chol_solve(const double *L, int64_t m, double *x)
 {
-    for (int64_t i = 0; i < m; i++) {
-        double s = x[i];
-        for (int64_t k = 0; k < i; k++) s -= L[i * m + k] * x[k];
-        x[i] = s / L[i * m + i];
-    }
+    for (int64_t i = 0; i < m; i++) x[i] = (x[i] - dot(L + i * m, x, i)) / L[i * m + i];
+    /* L' x = y by columns of L' (rows of L): contiguous updates */
     for (int64_t i = m - 1; i >= 0; i--) {
-        double s = x[i];
-        for (int64_t k = i + 1; k < m; k++) s -= L[k * m + i] * x[k];
-        x[i] = s / L[i * m + i];
+        const double *Li = L + i * m;
+        double xi = x[i] /= Li[i];
+        for (int64_t k = 0; k < i; k++) x[k] -= Li[k] * xi;
     }
 }
 
@@ -56,8 +82,9 @@ void df__rt_chol_solve(const double *L, int64_t m, double *x)
 
 size_t df__rt_bvls_work(int64_t m)
 {
-    /* g, z, r: 3m; Gff, Lff: 2m^2; state, tried, free index: 3m bytes/ints */
-    return (size_t)(3 * m + 2 * m * m) + (size_t)(m * 2 + 7) / 8 + (size_t)(m + 1) / 2 + 4;
+    /* g, z, r: 3m; Gff, Lff: 2m^2; state, tried: 2m bytes; free and upper
+     * index lists: 2m ints */
+    return (size_t)(3 * m + 2 * m * m) + (size_t)(m * 2 + 7) / 8 + (size_t)m + 4;
 }
 
 typedef struct bv {
@@ -75,19 +102,21 @@ typedef struct bv {
 static int solve_free(bv_t *s, int64_t *nf_out)
 {
     const int64_t m = s->m;
-    int64_t nf = 0;
-    for (int64_t i = 0; i < m; i++)
+    int64_t nf = 0, nh = 0;
+    int32_t *H = s->F + m; /* the variables at the upper bound */
+    for (int64_t i = 0; i < m; i++) {
         if (s->state[i] == DF_RT_FREE) s->F[nf++] = (int32_t)i;
+        else if (s->state[i] == DF_RT_AT_HI) H[nh++] = (int32_t)i;
+    }
     *nf_out = nf;
     if (nf == 0) return 0;
     for (int64_t a = 0; a < nf; a++) {
         const double *Gi = s->G + (int64_t)s->F[a] * m;
         double v = s->b[s->F[a]];
-        if (s->hi < INFINITY)
-            for (int64_t j = 0; j < m; j++)
-                if (s->state[j] == DF_RT_AT_HI) v -= Gi[j] * s->hi;
+        for (int64_t h = 0; h < nh; h++) v -= Gi[H[h]] * s->hi;
         s->r[a] = v;
-        for (int64_t c = 0; c < nf; c++) s->Gff[a * nf + c] = Gi[s->F[c]];
+        double *row = s->Gff + a * nf;
+        for (int64_t c = 0; c < nf; c++) row[c] = Gi[s->F[c]];
     }
     if (df__rt_cholesky(s->Gff, nf, 0.0, s->Lff)) return -1;
     memcpy(s->z, s->r, (size_t)nf * sizeof(double));
@@ -102,8 +131,8 @@ static void gradient(bv_t *s)
     memcpy(s->g, s->b, (size_t)m * sizeof(double));
     for (int64_t j = 0; j < m; j++) {
         if (s->w[j] == 0.0) continue;
-        const double wj = s->w[j];
-        for (int64_t i = 0; i < m; i++) s->g[i] -= s->G[i * m + j] * wj;
+        const double wj = s->w[j], *Gj = s->G + j * m; /* G symmetric: row j */
+        for (int64_t i = 0; i < m; i++) s->g[i] -= Gj[i] * wj;
     }
 }
 
