@@ -148,7 +148,7 @@ def cmd_plan(a):
         if v is not None:
             settings[k] = v
     values = [float(v) for v in a.shape_values.split(',')]
-    gdb.plan(db, a.anchors, a.pose_set, values, a.test, a.seed, settings)
+    gdb.plan(db, a.anchors, a.pose_set, values, a.test, a.seed, settings, axes=a.shape_axes)
 
 
 def gdb_defaults():
@@ -232,6 +232,7 @@ def main():
     p.add_argument('--anchors', type=int, default=8)
     p.add_argument('--pose-set', type=int, default=12, help='template-body poses for the clothing pose model')
     p.add_argument('--shape-values', default='1.5', help='values put on each shape axis (paper: -2,-1,1,2)')
+    p.add_argument('--shape-axes', type=int, help='vary only the first N shape axes (default: all)')
     p.add_argument('--test', type=int, default=6, help='held-out (shape, pose) pairs')
     p.add_argument('--seed', type=int, default=1)
     p.add_argument('--quality', type=int)

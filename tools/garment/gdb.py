@@ -105,11 +105,11 @@ def weighted_kmeans(X, w, k, seed, restarts=5, iters=100):
 
 
 # ------------------------------------------------------------ plan
-def training_shapes(S, values):
-    """beta = 0, plus each value on each of the S axes (the paper: 4 axes x
-    (-2,-1,1,2) + 0 = 17 shapes)."""
+def training_shapes(S, values, axes=None):
+    """beta = 0, plus each value on each of the first `axes` (default all S)
+    shape axes (the paper: 4 axes x (-2,-1,1,2) + 0 = 17 shapes)."""
     out = [np.zeros(S)]
-    for s in range(S):
+    for s in range(S if axes is None else min(axes, S)):
         for v in values:
             b = np.zeros(S)
             b[s] = v
@@ -117,12 +117,12 @@ def training_shapes(S, values):
     return out
 
 
-def plan(db, anchors, pose_set, values, n_test, seed, settings, log=print):
+def plan(db, anchors, pose_set, values, n_test, seed, settings, axes=None, log=print):
     bm = gmath.BodyModel(os.path.join(db, 'body', 'body.npz'))
     gz = np.load(os.path.join(db, 'garment.npz'))
     pz = np.load(os.path.join(db, 'poses.npz'))
     rot = pz['rotations']
-    shapes = training_shapes(bm.S, values)
+    shapes = training_shapes(bm.S, values, axes)
     Wg, nv = binding(bm, gz['positions'].astype(float))
     t0 = time.time()
     sbar = sensitivity(bm, gz, Wg, shapes)
@@ -144,7 +144,9 @@ def plan(db, anchors, pose_set, values, n_test, seed, settings, log=print):
     far = [i for i in range(len(X)) if all(abs(i - u) > 2 for u in used)]
     tposes = rng.choice(far, size=min(n_test, len(far)), replace=False) if n_test > 0 else []
     vmax = max(abs(v) for v in values) if values else 1.0
-    tests = [(rng.uniform(-vmax, vmax, bm.S) * (rng.random(bm.S) < 0.75), int(p)) for p in tposes]
+    nax = bm.S if axes is None else min(axes, bm.S)
+    tests = [(np.concatenate([rng.uniform(-vmax, vmax, nax) * (rng.random(nax) < 0.75), np.zeros(bm.S - nax)]),
+              int(p)) for p in tposes]
 
     jobs, seen = [], {}
 
@@ -162,7 +164,7 @@ def plan(db, anchors, pose_set, values, n_test, seed, settings, log=print):
     pose_jobs = [job('p%03d' % i, 'pose', shapes[0], p) for i, p in enumerate(pset)]
     test_jobs = [job('t%03d' % i, 'test', b, p) for i, (b, p) in enumerate(tests)]
     man = dict(format='deformd-garment-db', version=1, settings=settings,
-               shapes=[s.tolist() for s in shapes], shape_values=list(values),
+               shapes=[s.tolist() for s in shapes], shape_values=list(values), shape_axes=nax,
                anchor_poses=anc.tolist(), pose_set=pset.tolist(),
                grid=grid, pose_jobs=pose_jobs, test_jobs=test_jobs, seed=seed, jobs=jobs)
     with open(os.path.join(db, 'manifest.json'), 'w') as f:

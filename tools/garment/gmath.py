@@ -164,6 +164,19 @@ def nearest_vertex(P, V, chunk=2048):
     return out
 
 
+def nearest_vertices(P, V, k, chunk=1024):
+    """Indices [len(P), k] of the k nearest rows of V, nearest first."""
+    out = np.empty((len(P), k), np.int64)
+    vv = (V * V).sum(1)
+    for i in range(0, len(P), chunk):
+        p = P[i:i + chunk]
+        d = vv[None, :] - 2 * p @ V.T
+        idx = np.argpartition(d, k - 1, axis=1)[:, :k]
+        dd = np.take_along_axis(d, idx, 1)
+        out[i:i + chunk] = np.take_along_axis(idx, np.argsort(dd, 1), 1)
+    return out
+
+
 def inside(P, V, tris, chunk=64):
     """Boolean per point of P: inside the closed triangle mesh (V, tris), by
     the generalised winding number (sum of signed solid angles / 4 pi > 1/2:

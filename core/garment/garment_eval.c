@@ -1,0 +1,351 @@
+/* garment_eval.c — evaluation of a `garment` model for a batch of poses
+ * (shape beta, joint rotations theta, optional damping state).
+ *
+ * DESIGN
+ * For a batch of B poses:
+ *  1. every pose's inputs are checked first (finite, non-zero quaternions),
+ *     so a bad pose fails the batch before any output is written;
+ *  2. the body, all B poses in ONE call of the rigged kind (its morph/shape
+ *     GEMM and LBS): positions and normals, for the penetration step and
+ *     the body outputs;
+ *  3. per pose, Eq. 4 of Wu et al. with S(theta, beta) the body's skin
+ *     matrices (rest -> posed, the rigged kind's FK with shapes):
+ *       f = sum_p v_p LBS[S(theta,b0) S(theta_p,b0)^-1](f(b0, theta_p))     pose model
+ *         + sum_s w_s ( LBS[S(theta,b) S(theta_s,b)^-1](f(b, theta_s))
+ *                     - LBS[S(theta,b0) S(theta_s,b0)^-1](f(b0, theta_s)) ) shape term
+ *     with f(b, theta_s) = f(b0, theta_s) + U_s W_s (feat(b) - feat(0)) (the
+ *     clothing shape model, one sgemv) and every LBS the shared kernel of
+ *     math/skin.h on the garment's binding. The weights are per vertex:
+ *     v_p(y) = sum_g regions(y, g) Wn_pg (Eq. 8), Wn_pg the normalised
+ *     1/(D_pg + eps)^power of the `top` nearest examples of region g under
+ *     the sensitivity distance D_pg = sum_m Q_gm |rv_m(theta) - rv_m(theta_p)|
+ *     (Eq. 7; rv: the joints' rotation vectors), blended with the previous
+ *     frame's distances when a state is given (Eq. 9, damping eta); pose
+ *     examples and anchors are ranked separately. The shape term is skipped
+ *     when beta = 0 (it is zero there);
+ *  4. penetration: each garment vertex is compared with the nearest of its
+ *     C candidate body vertices (posed); when it is closer to the body than
+ *     min(its initial clearance, margin) along that vertex's normal, it is
+ *     pushed out to that clearance (Eq. 10 with one example);
+ *  5. normals (when asked) area-weighted from the triangles.
+ * Scratch holds the body's scratch and outputs and one pose's work arrays;
+ * nothing is allocated.
+ */
+#include "garment/garment_internal.h"
+#include "math/mathx.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#define E(code, ...) df_error_set(err, code, __VA_ARGS__)
+
+extern const df_kind_t df_kind_rigged;
+
+static size_t al16(size_t n) { return (n + 15) & ~(size_t)15; }
+
+static size_t body_stride(const df__garment_t *g) { return al16((size_t)g->Nb * 3 + 4); }
+
+/* floats of one pose's work arrays */
+static size_t pose_floats(const df__garment_t *g)
+{
+    size_t J = (size_t)g->J, ne = (size_t)(g->P + g->A);
+    return 5 * al16(J * 12) + al16(J * 16) + al16(J * 3) + 2 * al16((size_t)g->R * ne) +
+           al16((size_t)(g->F + g->k)) + 4 * g->gs + al16((size_t)g->G) + al16(ne);
+}
+
+size_t df__garment_scratch_bytes(const df_model_t *m, int n)
+{
+    const df__garment_t *g = m->impl;
+    size_t body = (df_kind_rigged.scratch_bytes(g->body, n) + 63) & ~(size_t)63;
+    return body + ((size_t)n * 2 * body_stride(g) + pose_floats(g)) * sizeof(float) + 128;
+}
+
+static const float *pose_in(const df_batch_t *b, int idx, int p)
+{
+    if (idx < 0 || !b->in[idx]) return NULL;
+    return b->in[idx][p];
+}
+
+static float *pose_out(const df_batch_t *b, int idx, int p)
+{
+    if (idx < 0 || !b->out[idx]) return NULL;
+    return b->out[idx][p];
+}
+
+static int validate(const df__garment_t *g, const df_batch_t *b, df_error_t *err)
+{
+    for (int p = 0; p < b->n; p++) {
+        const float *sh = pose_in(b, g->in_shape, p), *q = pose_in(b, g->in_rot, p),
+                    *st = pose_in(b, g->in_state, p);
+        for (int64_t i = 0; sh && i < g->S; i++)
+            if (!isfinite(sh[i]))
+                return E(DF_EINVAL, "pose %d: input 'shape' element %lld is not finite", p,
+                         (long long)i);
+        for (int64_t j = 0; q && j < g->J; j++) {
+            const float *x = q + 4 * j;
+            double nn = (double)x[0] * x[0] + (double)x[1] * x[1] + (double)x[2] * x[2] +
+                        (double)x[3] * x[3];
+            if (!isfinite(nn) || !(nn > 1e-12))
+                return E(DF_EINVAL, "pose %d: input 'joint_rotations' joint %lld: quaternion "
+                                    "%s", p, (long long)j,
+                         isfinite(nn) ? "norm must be > 1e-6" : "is not finite");
+        }
+        for (int64_t i = 0; st && i < g->nstate; i++)
+            if (!isfinite(st[i]))
+                return E(DF_EINVAL, "pose %d: input 'state' element %lld is not finite", p,
+                         (long long)i);
+    }
+    return DF_OK;
+}
+
+/* out[j] = a[j] * b[j] (3x4 affine) packed for the LBS kernel */
+static void pack_products(const float *a, const float *b, int64_t J, float *packed)
+{
+    for (int64_t j = 0; j < J; j++) {
+        float m[12];
+        df_m34_mul(a + 12 * j, b + 12 * j, m);
+        df__skin_pack(m, packed + 16 * j);
+    }
+}
+
+/* Weights of one example set (n examples, columns off..off+n of the
+ * [R, ne] distance table D) into Wn: per region the `top` nearest get
+ * 1/(D+eps)^power, normalised; the others 0. active[e] |= used. */
+static void region_weights(const df__garment_t *g, const float *D, float *Wn, int64_t off,
+                           int64_t n, int32_t *active)
+{
+    const int64_t ne = g->P + g->A;
+    int top = g->top < n ? g->top : (int)n;
+    for (int64_t r = 0; r < g->R; r++) {
+        const float *d = D + r * ne + off;
+        float *w = Wn + r * ne + off;
+        int64_t best[DF_GARMENT_MAX_TOP];
+        int nb = 0;
+        for (int64_t e = 0; e < n; e++) { /* insertion into a sorted short list */
+            w[e] = 0.0f;
+            if (nb == top && !(d[e] < d[best[nb - 1]])) continue;
+            int i = nb < top ? nb++ : nb - 1;
+            while (i > 0 && d[e] < d[best[i - 1]]) {
+                best[i] = best[i - 1];
+                i--;
+            }
+            best[i] = e;
+        }
+        double sum = 0;
+        for (int i = 0; i < nb; i++) {
+            double x = 1.0 / pow((double)d[best[i]] + 1e-6, (double)g->power);
+            w[best[i]] = (float)x;
+            sum += x;
+        }
+        for (int i = 0; i < nb; i++) {
+            w[best[i]] = (float)(w[best[i]] / sum);
+            active[off + best[i]] = 1;
+        }
+    }
+}
+
+/* vw[y] = sum_r Wn[r][e] regions(y, r) for example column e */
+static void vertex_weights(const df__garment_t *g, const float *Wn, int64_t e, float *vw)
+{
+    const int64_t G = g->G, ne = g->P + g->A;
+    memset(vw, 0, (size_t)G * sizeof(float));
+    for (int64_t r = 0; r < g->R; r++) {
+        float w = Wn[r * ne + e];
+        if (w == 0.0f) continue;
+        const float *rg = g->regions_t + r * G;
+        for (int64_t y = 0; y < G; y++) vw[y] += w * rg[y];
+    }
+}
+
+static void compute_normals(const float *p, int64_t N, const uint32_t *tri, int64_t T, float *nrm)
+{
+    memset(nrm, 0, (size_t)N * 3 * sizeof(float));
+    for (int64_t t = 0; t < T; t++) {
+        const float *a = p + 3 * tri[3 * t], *b = p + 3 * tri[3 * t + 1], *c = p + 3 * tri[3 * t + 2];
+        float e1[3] = {b[0] - a[0], b[1] - a[1], b[2] - a[2]};
+        float e2[3] = {c[0] - a[0], c[1] - a[1], c[2] - a[2]};
+        float n[3] = {e1[1] * e2[2] - e1[2] * e2[1], e1[2] * e2[0] - e1[0] * e2[2],
+                      e1[0] * e2[1] - e1[1] * e2[0]};
+        for (int k = 0; k < 3; k++)
+            for (int d = 0; d < 3; d++) nrm[3 * tri[3 * t + k] + d] += n[d];
+    }
+    for (int64_t i = 0; i < N; i++) {
+        float *x = nrm + 3 * i;
+        double l = sqrt((double)x[0] * x[0] + (double)x[1] * x[1] + (double)x[2] * x[2]);
+        if (l > 1e-20)
+            for (int d = 0; d < 3; d++) x[d] = (float)(x[d] / l);
+    }
+}
+
+int df__garment_evaluate(const df_model_t *m, const df_batch_t *b, void *scratch, df_error_t *err)
+{
+    const df__garment_t *g = m->impl;
+    int rc = validate(g, b, err);
+    if (rc) return rc;
+    const int B = b->n;
+    const int64_t G = g->G, J = g->J, P = g->P, A = g->A, R = g->R, ne = P + A;
+    const size_t G3 = (size_t)G * 3, bs = body_stride(g);
+
+    /* carve scratch */
+    uintptr_t base = ((uintptr_t)scratch + 63) & ~(uintptr_t)63;
+    void *bscratch = (void *)base;
+    base += (df_kind_rigged.scratch_bytes(g->body, B) + 63) & ~(size_t)63;
+    float *s = (float *)base;
+    float *bpos = s;
+    s += (size_t)B * bs;
+    float *bnrm = s;
+    s += (size_t)B * bs;
+    float *world = s;
+    s += al16((size_t)J * 12);
+    float *skinB = s;
+    s += al16((size_t)J * 12);
+    float *skin0 = s;
+    s += al16((size_t)J * 12);
+    float *skinS = s;
+    s += al16((size_t)J * 12);
+    float *invS = s;
+    s += al16((size_t)J * 12);
+    float *mats = s;
+    s += al16((size_t)J * 16);
+    float *rv = s;
+    s += al16((size_t)J * 3);
+    float *D = s;
+    s += al16((size_t)(R * ne));
+    float *Wn = s;
+    s += al16((size_t)(R * ne));
+    float *fc = s;
+    s += al16((size_t)(g->F + g->k));
+    float *acc = s;
+    s += g->gs;
+    float *t1 = s;
+    s += g->gs;
+    float *t0 = s;
+    s += g->gs;
+    float *ys = s;
+    s += g->gs;
+    float *vw = s;
+    s += al16((size_t)G);
+    int32_t *active = (int32_t *)s;
+
+    /* 2. the body, one batch */
+    {
+        float *bp[B > 0 ? B : 1], *bn[B > 0 ? B : 1];
+        for (int p = 0; p < B; p++) {
+            bp[p] = bpos + (size_t)p * bs;
+            bn[p] = bnrm + (size_t)p * bs;
+        }
+        df_batch_t bb;
+        memset(&bb, 0, sizeof bb);
+        bb.n = B;
+        if (g->in_shape >= 0 && g->b_in_shape >= 0) bb.in[g->b_in_shape] = b->in[g->in_shape];
+        bb.in[g->b_in_rot] = b->in[g->in_rot];
+        bb.out[g->b_out_pos] = bp;
+        bb.out[g->b_out_nrm] = bn;
+        if ((rc = df_kind_rigged.evaluate(g->body, &bb, bscratch, err))) return rc;
+    }
+
+    /* 3-5. per pose */
+    const float *rest_rot = df_model_input_default(m, g->in_rot);
+    for (int p = 0; p < B; p++) {
+        const float *beta = pose_in(b, g->in_shape, p);
+        const float *rot = pose_in(b, g->in_rot, p);
+        const float *st = pose_in(b, g->in_state, p);
+        float *op = pose_out(b, g->out_pos, p), *on = pose_out(b, g->out_nrm, p);
+        float *obp = pose_out(b, g->out_bpos, p), *obn = pose_out(b, g->out_bnrm, p);
+        float *ost = pose_out(b, g->out_state, p);
+        const float *Pb = bpos + (size_t)p * bs, *Nb = bnrm + (size_t)p * bs;
+        if (obp) memcpy(obp, Pb, (size_t)g->Nb * 3 * sizeof(float));
+        if (obn) memcpy(obn, Nb, (size_t)g->Nb * 3 * sizeof(float));
+        if (!rot) rot = rest_rot;
+        int shaped = 0;
+        for (int64_t i = 0; beta && i < g->S; i++) shaped |= beta[i] != 0.0f;
+        if (!shaped) beta = NULL;
+
+        /* distances (Eq. 7), damping (Eq. 9), weights (Eq. 8) */
+        df__garment_rotvecs(rot, J, rv);
+        for (int64_t r = 0; r < R; r++) {
+            const float *q = g->Q + r * 3 * J;
+            for (int64_t e = 0; e < ne; e++) {
+                const float *rve = e < P ? g->pose_rv + e * 3 * J : g->anc_rv + (e - P) * 3 * J;
+                double d = 0;
+                for (int64_t k = 0; k < 3 * J; k++) d += q[k] * fabsf(rv[k] - rve[k]);
+                D[r * ne + e] = (float)d;
+            }
+        }
+        if (st && st[0] >= 0.0f && g->damping > 0.0f)
+            for (int64_t i = 0; i < R * ne; i++)
+                D[i] = g->damping * st[i] + (1.0f - g->damping) * D[i];
+        if (ost) memcpy(ost, D, (size_t)(R * ne) * sizeof(float));
+        if (!op && !on) continue;
+        memset(active, 0, (size_t)ne * sizeof(int32_t));
+        region_weights(g, D, Wn, 0, P, active);
+        if (A > 0 && beta && g->shape_model) region_weights(g, D, Wn, P, A, active);
+
+        /* Eq. 4 */
+        df__rig_skin_matrices(g->rig, rot, NULL, NULL, world, skin0);
+        if (beta) df__rig_skin_matrices_shaped(g->rig, rot, NULL, NULL, beta, world, skinB);
+        memset(acc, 0, G3 * sizeof(float));
+        for (int64_t e = 0; e < P; e++) { /* pose model */
+            if (!active[e]) continue;
+            pack_products(skin0, g->pose_inv + e * J * 12, J, mats);
+            df__skin_lbs(&g->skin, mats, g->pose_ex + e * g->gs, NULL, t1, NULL);
+            vertex_weights(g, Wn, e, vw);
+            for (int64_t y = 0; y < G; y++)
+                for (int d = 0; d < 3; d++) acc[3 * y + d] += vw[y] * t1[3 * y + d];
+        }
+        for (int64_t a = 0; beta && a < A; a++) { /* shape term */
+            if (!active[P + a]) continue;
+            const int64_t F = g->F, k = g->k;
+            for (int64_t i = 0; i < g->S; i++) {
+                fc[i] = beta[i];
+                if (g->quadratic) fc[g->S + i] = beta[i] * beta[i];
+            }
+            float *coef = fc + F;
+            cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)k, (int)F, 1.0f, g->map + a * k * F,
+                        (int)F, fc, 1, 0.0f, coef, 1);
+            const float *base0 = g->anc_base + a * g->gs;
+            memcpy(ys, base0, G3 * sizeof(float));
+            cblas_sgemv(CblasColMajor, CblasNoTrans, (int)G3, (int)k, 1.0f,
+                        g->basis + (size_t)a * k * G3, (int)G3, coef, 1, 1.0f, ys, 1);
+            /* S(theta_s, beta)^-1: the anchor's skeleton of this shape */
+            df__rig_skin_matrices_shaped(g->rig, g->anc_rot + a * J * 4, NULL, NULL, beta, world,
+                                         skinS);
+            for (int64_t j = 0; j < J; j++)
+                if (df_m34_inverse(skinS + 12 * j, invS + 12 * j)) df_m34_identity(invS + 12 * j);
+            pack_products(skinB, invS, J, mats);
+            df__skin_lbs(&g->skin, mats, ys, NULL, t1, NULL);
+            pack_products(skin0, g->anc_inv0 + a * J * 12, J, mats);
+            df__skin_lbs(&g->skin, mats, base0, NULL, t0, NULL);
+            vertex_weights(g, Wn, P + a, vw);
+            for (int64_t y = 0; y < G; y++)
+                for (int d = 0; d < 3; d++) acc[3 * y + d] += vw[y] * (t1[3 * y + d] - t0[3 * y + d]);
+        }
+
+        /* penetration against the posed body */
+        if (g->resolve) {
+            for (int64_t y = 0; y < G; y++) {
+                float *x = acc + 3 * y;
+                const int32_t *c = g->cand + y * g->C;
+                int64_t best = c[0];
+                float bd = INFINITY;
+                for (int64_t i = 0; i < g->C; i++) {
+                    const float *q = Pb + 3 * (size_t)c[i];
+                    float dx = x[0] - q[0], dy = x[1] - q[1], dz = x[2] - q[2];
+                    float dd = dx * dx + dy * dy + dz * dz;
+                    if (dd < bd) bd = dd, best = c[i];
+                }
+                const float *q = Pb + 3 * best, *n = Nb + 3 * best;
+                float d = (x[0] - q[0]) * n[0] + (x[1] - q[1]) * n[1] + (x[2] - q[2]) * n[2];
+                float h = g->clear[y] < g->margin ? g->clear[y] : g->margin;
+                if (h < 0) h = 0;
+                if (d < h)
+                    for (int k = 0; k < 3; k++) x[k] += (h - d) * n[k];
+            }
+        }
+        if (op) memcpy(op, acc, G3 * sizeof(float));
+        if (on) compute_normals(acc, G, g->tris, g->T, on);
+    }
+    return DF_OK;
+}
