@@ -79,6 +79,7 @@ field() { sed -n "s/.*$1=\([0-9.]*\).*/\1/p" <<<"$2"; }
 
 exec > >(tee "$OUT") 2>&1
 echo "# bench-scaleout: $(nproc) CPUs, $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1); $($NGINX -v 2>&1)"
+echo "# load average at start (other work on the machine): $(cut -d' ' -f1-3 /proc/loadavg)"
 # ---------------------------------------------------------------- overhead
 if [[ " $PARTS " == *" overhead "* ]]; then
 for i in 0 1 2; do HP[$i]=$(free_port); SP[$i]=$(free_port); done
@@ -133,3 +134,4 @@ for r in $(seq 1 "$ROUNDS"); do
         --ports-http "$H3" --ports-sock "$S3" --killed 1 --n "$N" | sed 's/^/  /'
     for i in 0 2; do kill "${PIDS[$i]}"; wait "${PIDS[$i]}" 2>/dev/null; done
 done
+echo "# load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -9,10 +9,12 @@
 # the real bin/deformd) and nginx's. Here:
 #  - the shipped manifests pass (with --deformd: deformd.conf from the
 #    ConfigMap starts the daemon, which stops with 0 on SIGTERM);
+#  - deploy/systemd/deformd.service.in passes systemd-analyze verify (when the
+#    machine has it), and a copy with a misspelt key is reported;
 #  - nginx -t accepts deploy/nginx/nginx.conf's rule files as shipped (the
 #    Kubernetes daemon names do not resolve here, so the upstream servers are
 #    replaced by loopback addresses for this syntax check);
-#  - each of 16 broken copies is refused, with the problem named: a misspelt
+#  - each of 17 broken copies is refused, with the problem named: a misspelt
 #    field, a missing required field, a wrong type, a wrong enumeration value,
 #    probe paths and ports, selectors of a workload / Service / PDB, a PDB
 #    that blocks every disruption, a non-headless serviceName, a ConfigMap
@@ -45,6 +47,26 @@ if [ -x /usr/sbin/nginx ]; then
     fi
 else
     fail manifests-nginx-syntax "no /usr/sbin/nginx (tools/deps.sh --test installs it)"
+fi
+
+# the systemd unit of make install (one machine): systemd-analyze verify says
+# nothing about it (ExecStart pointed at this build's daemon), and names a
+# misspelt key
+if command -v systemd-analyze >/dev/null 2>&1; then
+    mkdir -p "$T/sd/bad"
+    sed -e "s|@PREFIX@/bin/deformd|$BIN/deformd|; s|@STATEDIR@|/var/lib|; s|@PREFIX@|/usr/local|; s|@SYSCONFDIR@|/etc|" \
+        deploy/systemd/deformd.service.in >"$T/sd/deformd.service"
+    sed 's/^KillSignal=/KilSignal=/' "$T/sd/deformd.service" >"$T/sd/bad/deformd.service"
+    if systemd-analyze verify "$T/sd/deformd.service" >"$T/sd/out" 2>&1 && [ ! -s "$T/sd/out" ]; then
+        ok manifests-systemd-unit
+    else
+        cat "$T/sd/out"; fail manifests-systemd-unit
+    fi
+    systemd-analyze verify "$T/sd/bad/deformd.service" >"$T/sd/out" 2>&1
+    grep -q "Unknown key 'KilSignal'" "$T/sd/out" && ok manifests-systemd-unit-broken \
+        || { cat "$T/sd/out"; fail manifests-systemd-unit-broken "misspelt key not reported"; }
+else
+    echo "# no systemd-analyze: deploy/systemd/deformd.service not checked"
 fi
 
 # broken NAME 'EXPECTED' PYTHON-EDIT: copy deploy/k8s (and deploy/nginx), edit
