@@ -712,6 +712,73 @@ static void test_joint_parents_inferred(void)
     free(W);
 }
 
+/* What the trainer cannot learn is refused with the name of the culprit
+ * (issue: a flat skeleton sampled at rest trained into a model that ignores
+ * every feature; a hierarchy guessed with a cycle loaded anyway). Each case
+ * is the tiny dataset with one thing broken. */
+static int train_msg(const df_rigdata_t *e, const char *out, char *msg, size_t n)
+{
+    df_ratrain_opts_t o;
+    small_opts(&o);
+    o.epochs = 1;
+    df_error_t err = {0};
+    int rc = df_rigapprox_train(e, &o, path(out), NULL, &err);
+    snprintf(msg, n, "%s", err.msg);
+    return rc;
+}
+
+static void test_refusals(void)
+{
+    df_rigdata_t d;
+    df_error_t err = {0};
+    if (df_rigdata_open(path("ra_tiny.safetensors"), &d, &err)) return;
+    int64_t N = d.n, J = d.nj, C = d.nc;
+    float *ctl = malloc(sizeof(float) * N * C), *jm = malloc(sizeof(float) * N * J * 12);
+    char msg[512];
+    DF_CHECK(d.parents && d.nc >= 3 && J == 3);
+    /* the intact dataset trains */
+    DF_CHECK_MSG(train_msg(&d, "ra_ref0.safetensors", msg, sizeof msg) == 0, "%s", msg);
+    /* control 2 never moves */
+    df_rigdata_t e = d;
+    memcpy(ctl, d.controls, sizeof(float) * N * C);
+    for (int64_t s = 0; s < N; s++) ctl[s * C + 2] = 0.25f;
+    e.controls = ctl;
+    int rc = train_msg(&e, "ra_ref1.safetensors", msg, sizeof msg);
+    DF_CHECK_MSG(rc == DF_EINVAL && strstr(msg, d.control_names[2]) && strstr(msg, "never moves"), "%d %s", rc, msg);
+    /* nothing moves: every pose is pose 0 (the flat skeleton sampled at rest) */
+    for (int64_t s = 0; s < N; s++) {
+        memcpy(ctl + s * C, d.controls, sizeof(float) * C);
+        memcpy(jm + s * J * 12, d.joints, sizeof(float) * J * 12);
+    }
+    e.joints = jm;
+    rc = train_msg(&e, "ra_ref2.safetensors", msg, sizeof msg);
+    DF_CHECK_MSG(rc == DF_EINVAL && strstr(msg, "nothing moves"), "%d %s", rc, msg);
+    /* a stored hierarchy with a cycle (joint 0 <- 2 <- 1 <- 0) is refused when the file is read */
+    int32_t cyc[3] = {2, 0, 1};
+    e = d;
+    e.parents = cyc;
+    DF_CHECK(df_rigdata_write(&e, path("ra_cycle.safetensors"), &err) == 0);
+    df_rigdata_t x;
+    rc = df_rigdata_open(path("ra_cycle.safetensors"), &x, &err);
+    DF_CHECK_MSG(rc == DF_EFORMAT && strstr(err.msg, "cycle") && strstr(err.msg, d.joint_names[1]), "%d %s", rc, err.msg);
+    if (!rc) df_rigdata_close(&x);
+    /* no stored hierarchy and joints 0 and 1 never move: each carries the
+     * other rigidly, so no hierarchy can be inferred (a cycle 0 <-> 1, or
+     * joint 2 with two candidate parents) */
+    memcpy(jm, d.joints, sizeof(float) * N * J * 12);
+    for (int64_t s = 1; s < N; s++) memcpy(jm + s * J * 12, d.joints, sizeof(float) * 2 * 12);
+    e = d;
+    e.parents = NULL, e.joints = jm;
+    rc = train_msg(&e, "ra_ref3.safetensors", msg, sizeof msg);
+    DF_CHECK_MSG(rc == DF_EFORMAT && (strstr(msg, "cannot infer the parent") || strstr(msg, "cycle ('bone")) &&
+                 strstr(msg, "joint_parents"), "%d %s", rc, msg);
+    /* ... and with the hierarchy stored, the same poses train */
+    e.parents = d.parents;
+    DF_CHECK_MSG(train_msg(&e, "ra_ref4.safetensors", msg, sizeof msg) == 0, "%s", msg);
+    free(ctl), free(jm);
+    df_rigdata_close(&d);
+}
+
 /* Mean vertex error of a served model (dense reconstruction) on every pose
  * of a dataset, computed here from the served positions and the dataset's. */
 static double served_mean_error(const char *model, const char *data) { return served_error(model, data, NULL, NULL); }
@@ -935,6 +1002,7 @@ int main(void)
     DF_RUN(test_baseline_variants);
     DF_RUN(test_malformed_datasets);
     DF_RUN(test_joint_parents_inferred);
+    DF_RUN(test_refusals);
     DF_RUN(test_refit_optimal);
     DF_RUN(test_position_finetune);
     DF_RUN(test_add_anchors);
