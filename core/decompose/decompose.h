@@ -2,8 +2,9 @@
  *
  * Given a mesh sequence with fixed topology and no skeleton (frames [F,N,3]),
  * fit B proxy bones: per-vertex convex sparse weights w (≤ K influences, w ≥ 0,
- * Σw = 1) and one 3x4 affine transform per bone and frame, so that linear
- * blend skinning of the rest positions reproduces every frame:
+ * Σw = 1) and one 3x4 transform per bone and frame — rigid (default), a
+ * rotation with a uniform scale (trs) or affine — so that linear blend
+ * skinning of the rest positions reproduces every frame:
  *
  *     v'_i^p = Σ_j w_ij T_j^p [v_i; 1]
  *
@@ -27,9 +28,14 @@
  *    it best alone. The per-vertex Gram matrix is ṽᵀ M_jk ṽ with
  *    M_jk = Σ_p T_jᵀ T_k precomputed per bone pair, and the right-hand side
  *    comes from one GEMM of the trajectories with all transforms.
- *  - Transforms step: all bones of a frame jointly, 3x4 affine least
- *    squares. The normal matrix (4B x 4B) is the same for every frame: one
- *    Cholesky factorisation (LAPACK) serves the 3F right-hand sides.
+ *  - Transforms step: the normal matrix AᵀA (4B x 4B) is the same for every
+ *    frame. Affine: one Cholesky factorisation (LAPACK) serves the 3F
+ *    right-hand sides. Rigid / trs: per frame, block coordinate descent over
+ *    the bones, each an exact weighted Procrustes step (Horn's rotation)
+ *    whose moments are blocks of AᵀA and XᵀA.
+ *  - Skeleton (decompose_skeleton.c): joints between neighbouring clusters,
+ *    a spanning tree, joint frames, local TRS animation; exported as a
+ *    `rigged` model (and by the tool as .glb).
  *  - Core stays thread-free: the caller may pass a parallel_for callback
  *    (the offline tool runs it on pthreads); bodies index a per-worker
  *    scratch by the worker id they receive.

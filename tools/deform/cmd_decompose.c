@@ -18,6 +18,8 @@
  *    df_model_clip_sample and evaluated with df_model_evaluate;
  *  - a per-vertex animated asset (.md2): every keyframe is read through
  *    assimp (AI_CONFIG_IMPORT_MD2_KEYFRAME), as stored (no welding by us);
+ *  - an .md3: every frame, read directly (md3_read.c);
+ *  - a point cache (.mdd, .pc2; cache_read.c), triangles from --mesh;
  *  - a directory of per-frame mesh files (no config.json; files assimp
  *    reads, sorted by name, e.g. frame000.obj ...): topology must not change;
  *  - any other asset: imported with `deform import` (cmd_import) into a
@@ -29,7 +31,9 @@
  * its GEMMs per vertex block inside those ranges), so the two never
  * compete for the cores (a process whose own threads and OpenBLAS's
  * threads share 2 cores ran up to 2x slower). Output goes to
- * DIR/NAME/<next version>/model.safetensors (+ config.json if absent);
+ * DIR/NAME/<next version>/model.safetensors (+ config.json if absent): a
+ * skeleton (df_decompose_skeleton) for rigid/trs fits, proxy bones for
+ * affine ones, and with --export-glb the skeleton as .glb (glb_write.c);
  * the written model is loaded back and its clip replayed through the rigged
  * kind, and the replay error is printed with the four metrics.
  */
