@@ -148,6 +148,9 @@ int df_client_play(df_client_t *c, const df_client_play_t *p, float **frames,
                    size_t *n_frames, int *ndim, int64_t shape[DF_MAX_DIMS], df_error_t *err);
 
 /* ---------------------------------------------------------------- HTTP */
+/* Both calls are idempotent and are sent once more when the first try lost
+ * its connection (refused, reset, closed before an answer) or was answered
+ * 502 / 503 (a router whose daemon died, a draining daemon). */
 
 /* GET base_url + path (e.g. "http://127.0.0.1:8000", "/v2/models/wuson").
  * *body new (NUL-terminated): free(). *status gets the HTTP status. */
