@@ -29,6 +29,15 @@ void df_ks_limits_default(df_ks_limits_t *l)
 }
 
 #define KS_DOC_KEEP 65536 /* nodes (16 bytes each) kept between requests */
+/* Memory the reader may use for a JSON header: KS_PARSE_FACTOR times its
+ * size plus KS_PARSE_BASE (nodes, packed numbers, strings, and the floats
+ * of "data"): a flat "data" array needs 6.5 times its text, nested 4-value
+ * rows ("[0,0,0,1],") 8.4. More (deep nesting of tiny values) is DF_ELIMIT. */
+#define KS_PARSE_FACTOR DF_KS_PARSE_FACTOR
+#define KS_PARSE_BASE (64u << 10)
+/* Largest JSON header handed to jansson when the subset reader declines:
+ * jansson takes about 40 times the text in memory. */
+#define KS_FALLBACK_MAX DF_KS_FALLBACK_MAX
 
 void df_ks_request_free(df_ks_request_t *r)
 {
@@ -103,8 +112,8 @@ static void where(char *what, const char *list, size_t i)
 
 /* Count numbers in a (nested) data array, checking depth and that every
  * leaf is a number. Returns count or -1 (err set). */
-static int64_t count_data(const jv_t *v, int depth, int max_depth, const char *name,
-                          df_error_t *err)
+static int64_t count_data(const df_kj_doc_t *D, const jv_t *v, int depth, int max_depth,
+                          const char *name, df_error_t *err)
 {
     if (depth > max_depth) {
         df_error_set(err, DF_ELIMIT, "input '%s': data nested deeper than %d", name, max_depth);
@@ -117,11 +126,20 @@ static int64_t count_data(const jv_t *v, int depth, int max_depth, const char *n
                      : jv_is_bool(v) ? "a boolean" : jv_is_null(v) ? "null" : "a value");
         return -1;
     }
+    if (v->packed) {
+        if (depth + 1 > max_depth) { /* where its numbers are */
+            df_error_set(err, DF_ELIMIT, "input '%s': data nested deeper than %d", name,
+                         max_depth);
+            return -1;
+        }
+        return (int64_t)v->n;
+    }
+    (void)D;
     int64_t n = 0;
     size_t i;
     const jv_t *e;
     for (i = 0; (e = jv_at(v, i)); i++) {
-        int64_t c = count_data(e, depth + 1, max_depth, name, err);
+        int64_t c = count_data(D, e, depth + 1, max_depth, name, err);
         if (c < 0) return -1;
         n += c;
     }
@@ -134,27 +152,39 @@ static int nested_ok(const jv_t *v, const int64_t *shape, int ndim)
 {
     if (ndim == 0) return jv_is_num(v);
     if (!jv_is_arr(v) || (int64_t)jv_size(v) != shape[0]) return 0;
+    if (v->packed) return ndim == 1; /* numbers, one level */
     size_t i;
     const jv_t *e;
     for (i = 0; (e = jv_at(v, i)); i++) if (!nested_ok(e, shape + 1, ndim - 1)) return 0;
     return 1;
 }
 
-static int flatten(const jv_t *v, float *out, int64_t *k, const char *name, df_error_t *err)
+static int put_float(double d, float *out, int64_t *k, const char *name, df_error_t *err)
 {
-    if (jv_is_num(v)) {
-        double d = jv_num(v);
-        if (!isfinite(d) || fabs(d) > FLT_MAX) {
-            df_error_set(err, DF_EINVAL, "input '%s': element %lld (%g) is outside float32", name,
-                         (long long)*k, d);
-            return -1;
+    if (!isfinite(d) || fabs(d) > FLT_MAX) {
+        df_error_set(err, DF_EINVAL, "input '%s': element %lld (%g) is outside float32", name,
+                     (long long)*k, d);
+        return -1;
+    }
+    out[(*k)++] = (float)d;
+    return 0;
+}
+
+static int flatten(const df_kj_doc_t *D, const jv_t *v, float *out, int64_t *k, const char *name,
+                   df_error_t *err)
+{
+    if (jv_is_num(v)) return put_float(jv_num(v), out, k, name, err);
+    if (jv_is_arr(v) && v->packed) {
+        size_t b = (size_t)v->u.rel;
+        for (size_t i = 0; i < v->n; i++) {
+            double d = D->num_real[b + i] ? D->num[b + i].d : (double)D->num[b + i].i;
+            if (put_float(d, out, k, name, err)) return -1;
         }
-        out[(*k)++] = (float)d;
         return 0;
     }
     size_t i;
     const jv_t *e;
-    for (i = 0; (e = jv_at(v, i)); i++) if (flatten(e, out, k, name, err)) return -1;
+    for (i = 0; (e = jv_at(v, i)); i++) if (flatten(D, e, out, k, name, err)) return -1;
     return 0;
 }
 
@@ -326,9 +356,26 @@ int df_kserve_parse_request(df_ks_request_t *r, const char *body, size_t len, si
                             json_len, len);
     if (json_len == 0) return df_error_set(err, DF_EINVAL, "empty request body");
     /* the subset reader first; jansson (its errors, its whole grammar)
-     * for anything it declines */
+     * for anything it declines in a header of at most KS_FALLBACK_MAX
+     * bytes. Both within KS_PARSE_FACTOR times the header (see kserve.h). */
     json_t *jroot = NULL;
-    int krc = ks_jansson_only ? DF_KJ_FALLBACK : df_kj_parse(&r->doc, body, json_len);
+    size_t budget = KS_PARSE_FACTOR * json_len + KS_PARSE_BASE;
+    r->doc.max_bytes = budget;
+    int krc = ks_jansson_only && json_len <= KS_FALLBACK_MAX ? DF_KJ_FALLBACK
+                                                               : df_kj_parse(&r->doc, body, json_len);
+    if (krc == DF_KJ_FALLBACK && json_len > KS_FALLBACK_MAX) {
+        int line = 1, col = 1;
+        for (size_t k = 0; k < r->doc.err_at && k < json_len; k++) {
+            if (body[k] == '\n') line++, col = 1;
+            else col++;
+        }
+        return df_error_set(err, DF_EINVAL,
+                            "invalid or unsupported JSON at line %d column %d: %s (a JSON header "
+                            "over %d KiB is read by deformd's own reader only; see "
+                            "docs/http-api.md)",
+                            line, col, r->doc.err_what ? r->doc.err_what : "invalid JSON",
+                            KS_FALLBACK_MAX >> 10);
+    }
     if (krc == DF_KJ_FALLBACK) {
         ks_fallbacks++;
         json_error_t je;
@@ -337,6 +384,13 @@ int df_kserve_parse_request(df_ks_request_t *r, const char *body, size_t len, si
             return df_error_set(err, DF_EINVAL, "invalid JSON at line %d column %d: %s", je.line,
                                 je.column, je.text);
         krc = df_kj_from_jansson(&r->doc, jroot);
+    }
+    if (krc == DF_KJ_LIMIT) {
+        json_decref(jroot);
+        return df_error_set(err, DF_ELIMIT,
+                            "the JSON header of %zu bytes needs more than %zu bytes to read "
+                            "(%d times its size): send \"data\" as flat arrays, or as binary data",
+                            json_len, budget, KS_PARSE_FACTOR);
     }
     if (krc) {
         json_decref(jroot);
@@ -422,7 +476,7 @@ int df_kserve_parse_request(df_ks_request_t *r, const char *body, size_t len, si
         goto done;
     }
     int64_t total = 0;
-    size_t arena_need = 0, bin_off = json_len, boff[DF_KS_MAX_TENSORS] = {0};
+    size_t arena_need = 0, json_floats = 0, bin_off = json_len, boff[DF_KS_MAX_TENSORS] = {0};
     for (size_t i = 0; i < nin; i++) {
         const jv_t *in = jv_at(inputs, i);
         df_ks_input_t *x = &r->inputs[i];
@@ -464,7 +518,8 @@ int df_kserve_parse_request(df_ks_request_t *r, const char *body, size_t len, si
         x->ndim = (int)jv_size(shape);
         int64_t numel = 1;
         for (int k = 0; k < x->ndim; k++) {
-            const jv_t *d = jv_at(shape, (size_t)k);
+            jv_t dn;
+            const jv_t *d = df_kj_num_at(&r->doc, shape, (size_t)k, &dn) ? &dn : NULL;
             if (!jv_is_int(d) || jv_int(d) < 0) {
                 rc = df_error_set(err, DF_EINVAL,
                                   "input '%s': shape[%d] must be a non-negative integer", x->name, k);
@@ -536,7 +591,7 @@ int df_kserve_parse_request(df_ks_request_t *r, const char *body, size_t len, si
                                   x->name);
                 goto done;
             }
-            int64_t c = count_data(data, 1, lim->max_depth, x->name, err);
+            int64_t c = count_data(&r->doc, data, 1, lim->max_depth, x->name, err);
             if (c < 0) { rc = err ? err->code : DF_EINVAL; goto done; }
             if (c != numel) {
                 rc = df_error_set(err, DF_EINVAL,
@@ -555,6 +610,7 @@ int df_kserve_parse_request(df_ks_request_t *r, const char *body, size_t len, si
                 goto done;
             }
             arena_need += (size_t)numel;
+            json_floats += (size_t)numel;
         }
     }
     if (bin_off != len) {
@@ -564,6 +620,15 @@ int df_kserve_parse_request(df_ks_request_t *r, const char *body, size_t len, si
                           len - json_len, bin_off - json_len);
         goto done;
     }
+    /* (copies of unaligned binary data are bounded by the body itself) */
+    if (r->doc.used + json_floats * sizeof(float) > budget) {
+        rc = df_error_set(err, DF_ELIMIT,
+                          "the JSON header of %zu bytes needs more than %zu bytes to read "
+                          "(%d times its size): send \"data\" as flat arrays, or as binary data",
+                          json_len, budget, KS_PARSE_FACTOR);
+        goto done;
+    }
+    r->read_bytes = r->doc.used + json_floats * sizeof(float);
     if (arena_reserve(r, arena_need + 16)) {
         rc = df_error_set(err, DF_ENOMEM, "out of memory");
         goto done;
@@ -585,7 +650,7 @@ int df_kserve_parse_request(df_ks_request_t *r, const char *body, size_t len, si
         } else {
             float *dst = arena_take(r, (size_t)x->numel);
             int64_t k = 0;
-            if (flatten(jv_get(jv_at(inputs, i), "data"), dst, &k, x->name, err)) {
+            if (flatten(&r->doc, jv_get(jv_at(inputs, i), "data"), dst, &k, x->name, err)) {
                 rc = err ? err->code : DF_EINVAL;
                 goto done;
             }
@@ -629,7 +694,8 @@ int df_kserve_parse_request(df_ks_request_t *r, const char *body, size_t len, si
     cache_store(r, body, len, json_len, lim, boff);
 done:
     json_decref(jroot);
-    if (r->doc.cap > KS_DOC_KEEP || r->doc.scap > KS_DOC_KEEP || r->doc.str_cap > 16 * KS_DOC_KEEP)
+    if (r->doc.cap > KS_DOC_KEEP || r->doc.scap > KS_DOC_KEEP || r->doc.str_cap > 16 * KS_DOC_KEEP ||
+        r->doc.num_cap > 2 * KS_DOC_KEEP)
         df_kj_doc_free(&r->doc); /* a large request's nodes are not kept */
     if (rc && err && err->code == 0) err->code = rc;
     return rc;

@@ -38,6 +38,11 @@ extern "C" {
 /* Most bytes one output value takes in a JSON answer, with its comma
  * (df_ks_buf_floats reserves this much per value). */
 #define DF_KS_TEXT_VALUE_BYTES 18
+/* Reading a JSON header takes at most DF_KS_PARSE_FACTOR times its size
+ * plus 64 KiB (more is refused, DF_ELIMIT); headers over
+ * DF_KS_FALLBACK_MAX bytes are never handed to jansson. */
+#define DF_KS_PARSE_FACTOR 10
+#define DF_KS_FALLBACK_MAX (64u << 10)
 
 typedef struct df_ks_limits {
     int max_depth;          /* JSON nesting, default 16 */
@@ -77,6 +82,10 @@ typedef struct df_ks_request {
     float *arena;
     size_t arena_cap, arena_used;
     df_kj_doc_t doc;        /* the parsed JSON header (reused) */
+    size_t read_bytes;      /* memory the last parse used: the reader's
+                               nodes, numbers and strings plus the floats
+                               of JSON data (<= DF_KS_PARSE_FACTOR x the
+                               header + 64 KiB) */
 } df_ks_request_t;
 
 void df_ks_limits_default(df_ks_limits_t *l);

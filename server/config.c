@@ -47,6 +47,7 @@ static const key_t_ keys[] = {
     S("ready_file", ready_file),
     U("max_body_bytes", max_body_bytes, 1024, 4e9),
     U("max_frame_bytes", max_frame_bytes, 1024, 4e9),
+    U("max_input_buffered_bytes", max_input_buffered_bytes, 65536, 1e13),
     I("max_json_depth", max_json_depth, 2, 64),
     L("max_json_elements", max_json_elements, 1, 1e9),
     U("max_output_bytes", max_output_bytes, 1024, 1e12),
@@ -78,6 +79,7 @@ void df_config_default(df_config_t *c)
     /* www_dir "": found next to the executable by deformd (server/main.c) */
     c->max_body_bytes = 64ull << 20;
     c->max_frame_bytes = 64ull << 20;
+    c->max_input_buffered_bytes = 512ull << 20;
     c->max_json_depth = 16;
     c->max_json_elements = 16 * 1024 * 1024;
     c->max_output_bytes = 64ull << 20;

@@ -38,6 +38,9 @@ typedef struct df_config {
     char ready_file[DF_PATH_MAX]; /* written with the bound ports when ready */
     uint64_t max_body_bytes;      /* HTTP request body, default 64 MiB */
     uint64_t max_frame_bytes;     /* socket frame, default 64 MiB */
+    uint64_t max_input_buffered_bytes; /* per front: request bodies / frame
+                                   * payloads held and their JSON reading,
+                                   * default 512 MiB */
     int max_json_depth;           /* JSON nesting, default 16 */
     int64_t max_json_elements;    /* numbers in one request, default 16M */
     uint64_t max_output_bytes;    /* one answer (buffers + text), default 64 MiB */

@@ -78,6 +78,9 @@ struct df_http {
     struct req *pool;
     int pool_n;
     atomic_int repo_ops;         /* load/unload threads running */
+    _Atomic uint64_t in_bytes;   /* request bodies and their JSON reading,
+                                  * counted before allocating
+                                  * (max_input_buffered_bytes) */
 };
 
 enum route {
@@ -97,6 +100,9 @@ typedef struct req {
     size_t len, cap;
     size_t header_len;         /* Inference-Header-Content-Length, 0: none */
     int too_big;
+    int too_busy;              /* the body did not fit max_input_buffered_bytes */
+    uint64_t in_charged;       /* counted in h->in_bytes: body capacity + reading */
+    uint64_t in_body;          /*   of which the body buffer's */
     df_ks_request_t kreq;
     df_job_t *job;
     pthread_mutex_t mu;
@@ -141,7 +147,8 @@ static req_t *req_get(df_http_t *h)
     q->glb = 0;
     q->len = 0;
     q->header_len = 0;
-    q->too_big = 0;
+    q->too_big = q->too_busy = 0;
+    q->in_charged = q->in_body = 0;
     q->job = NULL;
     q->repo_pending = 0;
     q->suspended = q->finished = 0;
@@ -159,8 +166,38 @@ static void req_destroy(req_t *q)
     free(q);
 }
 
+/* Count n more bytes of q's input against max_input_buffered_bytes;
+ * -1 (nothing counted) when they do not fit. */
+static int in_charge(df_http_t *h, req_t *q, uint64_t n)
+{
+    uint64_t before = atomic_fetch_add(&h->in_bytes, n);
+    if (before + n > h->cfg->max_input_buffered_bytes) {
+        atomic_fetch_sub(&h->in_bytes, n);
+        return -1;
+    }
+    q->in_charged += n;
+    return 0;
+}
+
+static void in_release(df_http_t *h, req_t *q, uint64_t n)
+{
+    if (n > q->in_charged) n = q->in_charged;
+    atomic_fetch_sub(&h->in_bytes, n);
+    q->in_charged -= n;
+}
+
+static void busy_msg(df_http_t *h, char *msg, size_t cap, uint64_t need)
+{
+    snprintf(msg, cap,
+             "server busy: %.1f MiB of request input held, this request needs %.1f MiB more "
+             "(max_input_buffered_bytes %.1f MiB); retry later",
+             (double)atomic_load(&h->in_bytes) / 1048576.0, (double)need / 1048576.0,
+             (double)h->cfg->max_input_buffered_bytes / 1048576.0);
+}
+
 static void req_put(df_http_t *h, req_t *q)
 {
+    in_release(h, q, q->in_charged);
     if (q->job) df_job_free(&q->job);
     if (q->cap > REQ_KEEP_BYTES) {
         free(q->body);
@@ -637,9 +674,22 @@ static enum MHD_Result start_infer(req_t *q)
                  (unsigned long long)h->cfg->max_body_bytes);
         return send_error(q, 413, msg);
     }
+    if (q->too_busy) {
+        char msg[256];
+        busy_msg(h, msg, sizeof msg, q->len);
+        return send_error(q, 429, msg);
+    }
     size_t json_len = q->header_len ? q->header_len : q->len;
-    if (df_kserve_parse_request(&q->kreq, q->body ? q->body : "", q->len, json_len, &h->lim, &e))
-        return send_df_error(q, &e);
+    /* the most reading the JSON may take (kserve.h), counted before */
+    uint64_t reading = (uint64_t)DF_KS_PARSE_FACTOR * json_len + (64u << 10);
+    if (in_charge(h, q, reading)) {
+        char msg[256];
+        busy_msg(h, msg, sizeof msg, reading);
+        return send_error(q, 429, msg);
+    }
+    int prc = df_kserve_parse_request(&q->kreq, q->body ? q->body : "", q->len, json_len, &h->lim, &e);
+    in_release(h, q, reading - (q->kreq.read_bytes < reading ? q->kreq.read_bytes : reading));
+    if (prc) return send_df_error(q, &e);
     df_job_t *job = df_job_new(h->srv);
     if (!job) return send_error(q, 500, "out of memory");
     q->job = job;
@@ -926,6 +976,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                          n, (unsigned long long)h->cfg->max_body_bytes);
                 return send_error(q, 413, msg);
             }
+            /* the body's buffer, counted by its declared length before a
+             * byte of it is read; refused now when it does not fit */
+            if (n > 0 && in_charge(h, q, n + 1)) {
+                char msg[256];
+                busy_msg(h, msg, sizeof msg, n + 1);
+                return send_error(q, 429, msg);
+            }
+            if (n > 0) q->in_body = n + 1;
         }
         const char *ih = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
                                                      "Inference-Header-Content-Length");
@@ -943,7 +1001,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     if (*upload_size) {
         size_t n = *upload_size;
         *upload_size = 0;
-        if (q->too_big) return MHD_YES;
+        if (q->too_big || q->too_busy) return MHD_YES;
         if (q->len + n > h->cfg->max_body_bytes) {
             q->too_big = 1;
             free(q->body);
@@ -955,6 +1013,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             size_t nc = q->cap ? q->cap : 4096;
             while (nc < q->len + n + 1) nc *= 2;
             if (nc > h->cfg->max_body_bytes + 1) nc = h->cfg->max_body_bytes + 1;
+            if (q->in_body >= q->len + n + 1 && nc > q->in_body) nc = q->in_body; /* declared */
+            /* without a declared length (chunked), the buffer is counted
+             * as it grows */
+            if (nc > q->in_body) {
+                if (in_charge(h, q, nc - q->in_body)) {
+                    q->too_busy = 1;
+                    return MHD_YES;
+                }
+                q->in_body = nc;
+            }
             char *nb = realloc(q->body, nc);
             if (!nb) {
                 q->too_big = 1;

@@ -65,6 +65,7 @@ typedef struct req {
     void *encbuf;            /* int16 re-encoding (rare), grow-only */
     size_t enccap;
     df_job_t *job;           /* while submitted / being written */
+    uint64_t in_charged;     /* payload bytes counted in s->in_bytes */
     char *json;              /* INFO answer (owned) */
     int close_after;         /* close the connection once written */
     int counted;             /* counts toward c->inflight */
@@ -112,6 +113,7 @@ struct df_sock {
     int n_conns;
     req_t *pool;
     int pool_n;
+    uint64_t in_bytes;       /* payloads held (max_input_buffered_bytes) */
     /* guarded by mu */
     pthread_mutex_t mu;
     req_t *done_head, *done_tail;
@@ -141,6 +143,7 @@ static req_t *req_get(df_sock_t *s, conn_t *c)
     r->close_after = 0;
     r->counted = 0;
     r->wbytes = 0;
+    r->in_charged = 0;
     return r;
 }
 
@@ -152,6 +155,8 @@ static void req_put(df_sock_t *s, req_t *r)
     if (r->job) df_job_free(&r->job);
     free(r->json);
     r->json = NULL;
+    s->in_bytes -= r->in_charged;
+    r->in_charged = 0;
     if (r->counted) c->inflight--;
     r->c = NULL;
     if (s->pool_n < POOL_MAX) {
@@ -752,12 +757,27 @@ static void parse(conn_t *c)
             conn_fatal(c, rc == DF_EFORMAT ? 0 : h.id, rc, err.msg);
             break;
         }
+        /* the payload is counted by its declared length before a byte of
+         * it is read; one that does not fit is refused and the connection
+         * closed (its payload is never read) */
+        if (s->in_bytes + h.length > s->cfg.max_input_buffered_bytes) {
+            char msg[256];
+            snprintf(msg, sizeof msg,
+                     "server busy: %.1f MiB of frames held, this one declares %.1f MiB "
+                     "(max_input_buffered_bytes %.1f MiB); retry later",
+                     (double)s->in_bytes / 1048576.0, (double)h.length / 1048576.0,
+                     (double)s->cfg.max_input_buffered_bytes / 1048576.0);
+            conn_fatal(c, h.id, DF_EOVERLOAD, msg);
+            break;
+        }
         req_t *r = req_get(s, c);
         if (!r || req_reserve(r, h.length ? h.length : 1)) {
             if (r) req_put(s, r);
             conn_fatal(c, h.id, DF_ENOMEM, "out of memory for the frame payload");
             break;
         }
+        r->in_charged = h.length;
+        s->in_bytes += h.length;
         r->h = h;
         r->hdr_rc = rc;
         if (rc) r->hdr_err = err;
@@ -875,7 +895,9 @@ void df_sock_config_from(df_sock_config_t *o, const df_config_t *cfg)
     o->idle_timeout_s = 60;
     o->max_connections = 1024;
     o->max_queued_bytes = 64u << 20;
+    o->max_input_buffered_bytes = 512ull << 20;
     if (!cfg) return;
+    if (cfg->max_input_buffered_bytes) o->max_input_buffered_bytes = cfg->max_input_buffered_bytes;
     snprintf(o->host, sizeof o->host, "%s", cfg->host);
     o->port = cfg->socket_port;
     snprintf(o->unix_path, sizeof o->unix_path, "%s", cfg->unix_path);

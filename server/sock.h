@@ -25,6 +25,9 @@ typedef struct df_sock_config {
     int idle_timeout_s;       /* default 60 */
     int max_connections;      /* default 1024 */
     size_t max_queued_bytes;  /* answers queued before reading pauses, 64 MiB */
+    uint64_t max_input_buffered_bytes; /* all payloads held (declared lengths
+                                          counted when their header arrives),
+                                          default 512 MiB */
 } df_sock_config_t;
 
 /* Defaults, then the daemon's configuration (host, socket_port, unix_path,

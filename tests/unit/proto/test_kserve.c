@@ -178,6 +178,98 @@ static void test_parse_too_many_values(void)
     df_ks_request_free(&r);
 }
 
+/* Issue 20 D5: reading a JSON header takes at most DF_KS_PARSE_FACTOR
+ * times its size plus 64 KiB, and headers over DF_KS_FALLBACK_MAX bytes
+ * never go to jansson (about 40 times the text in memory; a 64 MiB body
+ * with one \u escape took 2.4 GB there). */
+static char *big_body(size_t n_values, const char *row, const char *id, size_t *len)
+{
+    size_t rl = strlen(row);
+    char *b = malloc(n_values * (rl + 1) + 512);
+    char *p = b + sprintf(b, "{\"id\":\"%s\",\"inputs\":[{\"name\":\"w\",\"datatype\":\"FP32\","
+                             "\"shape\":[%zu],\"data\":[", id, n_values);
+    for (size_t i = 0; i < n_values; i++) {
+        memcpy(p, row, rl);
+        p += rl;
+        *p++ = ',';
+    }
+    p[-1] = ']';
+    p += sprintf(p, "}]}");
+    *len = (size_t)(p - b);
+    return b;
+}
+
+static void test_parse_memory_bounded(void)
+{
+    df_ks_request_t r;
+    memset(&r, 0, sizeof r);
+    df_ks_limits_t lim;
+    df_ks_limits_default(&lim);
+    lim.max_elements = 1 << 24;
+    size_t len;
+    /* 2 M numbers "0," (4 MB): read, within the bound, no jansson, although
+     * the id has escapes and UTF-8 (both went to jansson before) */
+    char *b = big_body(2u << 20, "0", "frame \\u00e9\\\"1\\\" \xc3\xa9", &len);
+    unsigned long fb0 = df__kserve_fallbacks();
+    df_error_t e = {0};
+    DF_CHECK_MSG(df_kserve_parse_request(&r, b, len, len, &lim, &e) == 0, "%s", e.msg);
+    DF_CHECK(df__kserve_fallbacks() == fb0);
+    DF_CHECK(r.n_inputs == 1 && r.inputs[0].numel == (int64_t)(2u << 20) && r.inputs[0].data[7] == 0.0f);
+    DF_CHECK(!strcmp(r.id, "frame \xc3\xa9\"1\" \xc3\xa9"));
+    size_t used = r.read_bytes;
+    DF_CHECK_MSG(used <= (size_t)DF_KS_PARSE_FACTOR * len + (64u << 10),
+                 "reading %zu bytes took %zu", len, used);
+    printf("# a %zu-byte flat data array: %.2f bytes read per byte of JSON (bound %d)\n", len,
+           (double)used / (double)len, DF_KS_PARSE_FACTOR);
+    free(b);
+    /* nested quaternion rows, the densest realistic form, fit too */
+    b = big_body(1u << 18, "[0,0,0,1]", "q", &len);
+    char *sh = strstr(b, "\"shape\":[");
+    DF_CHECK(sh != NULL);
+    if (sh) { /* shape [N] -> [N,4] by hand: rewrite the request */
+        size_t n = 1u << 18;
+        char *nb = malloc(len + 64);
+        int k = sprintf(nb, "{\"id\":\"q\",\"inputs\":[{\"name\":\"w\",\"datatype\":\"FP32\",\"shape\":[%zu,4],", n);
+        const char *rest = strstr(b, "\"data\"");
+        size_t rl = len - (size_t)(rest - b);
+        memcpy(nb + k, rest, rl);
+        len = (size_t)k + rl;
+        free(b);
+        b = nb;
+    }
+    e = (df_error_t){0};
+    DF_CHECK_MSG(df_kserve_parse_request(&r, b, len, len, &lim, &e) == 0, "%s", e.msg);
+    DF_CHECK(r.inputs[0].numel == (int64_t)(1u << 20) && r.inputs[0].data[3] == 1.0f);
+    free(b);
+    /* tiny values nested deep enough to need more: refused, not read */
+    b = big_body(1u << 20, "[]", "x", &len);
+    e = (df_error_t){0};
+    int rc = df_kserve_parse_request(&r, b, len, len, &lim, &e);
+    DF_CHECK_MSG(rc == DF_ELIMIT && strstr(e.msg, "needs more than"), "rc %d: %s", rc, e.msg);
+    DF_CHECK(df__kserve_fallbacks() == fb0);
+    free(b);
+    /* invalid JSON over 64 KiB: our reader's message (line, column, what),
+     * no jansson */
+    b = big_body(1u << 16, "1", "x", &len);
+    memcpy(b + len - 40, "1,,", 3);
+    e = (df_error_t){0};
+    rc = df_kserve_parse_request(&r, b, len, len, &lim, &e);
+    DF_CHECK_MSG(rc == DF_EINVAL && strstr(e.msg, "line 1 column") && strstr(e.msg, "invalid token") &&
+                     strstr(e.msg, "64 KiB"),
+                 "rc %d: %s", rc, e.msg);
+    DF_CHECK(df__kserve_fallbacks() == fb0);
+    free(b);
+    /* the same under 64 KiB still gets jansson's own message */
+    b = big_body(100, "1", "x", &len);
+    memcpy(b + len - 40, "1,,", 3);
+    e = (df_error_t){0};
+    rc = df_kserve_parse_request(&r, b, len, len, &lim, &e);
+    DF_CHECK_MSG(rc == DF_EINVAL && strstr(e.msg, "invalid JSON at line 1"), "rc %d: %s", rc, e.msg);
+    DF_CHECK(df__kserve_fallbacks() == fb0 + 1);
+    free(b);
+    df_ks_request_free(&r);
+}
+
 /* issue 14.6: a parameters.binary_data_size larger than what remains of the
  * body is refused with a message naming the input, its size and the bytes
  * left (not read past the end, not only by the fuzz corpus) — for the first
@@ -621,6 +713,7 @@ int main(void)
     DF_RUN(test_parse_binary_cached);
     DF_RUN(test_parse_errors);
     DF_RUN(test_parse_too_many_values);
+    DF_RUN(test_parse_memory_bounded);
     DF_RUN(test_parse_binary_size_past_end);
     DF_RUN(test_response_roundtrip);
     DF_RUN(test_floats_match_reference);

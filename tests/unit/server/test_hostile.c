@@ -17,6 +17,9 @@
  *  - test_output_limits: answers too large for max_output_bytes (413 /
  *    DF_ELIMIT) and answers beyond max_output_inflight_bytes while a client
  *    does not read its own (429 / DF_EOVERLOAD), then served once it left.
+ *  - test_input_budget: request bodies and frame payloads counted by their
+ *    declared length against max_input_buffered_bytes, refused (429 /
+ *    DF_EOVERLOAD) before they are read when they do not fit.
  */
 #include "daemon_util.h"
 #include "frame.h"
@@ -33,6 +36,14 @@ static CURL *C;
 /* ------------------------------------------------------------ helpers */
 
 /* ------------------------------------------------------------ raw sockets */
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
 
 static int raw_connect(int port)
 {
@@ -78,6 +89,49 @@ static long read_frame(int fd, uint8_t *buf, size_t cap)
         }
     }
     return (long)got;
+}
+
+/* Read from fd until `needle` was seen or `ms` passed; the bytes read
+ * (NUL-terminated) into buf. Returns the count. */
+static size_t read_until(int fd, char *buf, size_t cap, const char *needle, int ms)
+{
+    size_t got = 0;
+    struct timeval tv = {0, 50000};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    double t0 = now_s();
+    while (got + 1 < cap && (now_s() - t0) * 1000 < ms) {
+        ssize_t r = recv(fd, buf + got, cap - 1 - got, 0);
+        if (r == 0) break;
+        if (r > 0) {
+            got += (size_t)r;
+            buf[got] = 0;
+            if (needle && strstr(buf, needle)) break;
+        }
+    }
+    buf[got] = 0;
+    return got;
+}
+
+/* A binary-data infer of `poses` poses of prop's joint_matrices (3x12),
+ * identity rotations: the body (new: free()) and its JSON header length. */
+static char *prop_binary(int poses, size_t *len, size_t *hlen)
+{
+    char hdr[512];
+    int hn = snprintf(hdr, sizeof hdr,
+                      "{\"inputs\":[{\"name\":\"joint_matrices\",\"datatype\":\"FP32\","
+                      "\"shape\":[%d,3,12],\"parameters\":{\"binary_data_size\":%d}}],"
+                      "\"outputs\":[{\"name\":\"positions\",\"parameters\":{\"binary_data\":true}}]}",
+                      poses, poses * 144);
+    size_t n = (size_t)hn + (size_t)poses * 144;
+    char *b = malloc(n);
+    memcpy(b, hdr, (size_t)hn);
+    float *m = calloc((size_t)poses * 36, sizeof(float));
+    for (int p = 0; p < poses * 3; p++) m[p * 12 + 0] = m[p * 12 + 5] = m[p * 12 + 10] = 1;
+    memcpy(b + hn, m, (size_t)poses * 144);
+    free(m);
+    *len = n;
+    *hlen = (size_t)hn;
+    return b;
 }
 
 /* An INFER frame (new: free()). */
@@ -144,13 +198,6 @@ static int alive(daemon_t *d)
             WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st), d->log);
     d->pid = 0;
     return 0;
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 /* One request of model "big" with weights w (16 values); its positions
@@ -326,6 +373,80 @@ static void test_output_limits(void)
     DF_CHECK(daemon_stop(&d) == 0);
 }
 
+/* ----------------------------------------- D5: input held per front */
+
+/* max_input_buffered_bytes = 256 KiB. HTTP: a client that declared a
+ * 200 KB body and sent 100 bytes of it holds 200 KB; a request whose body
+ * and JSON reading (10 x its JSON + 64 KiB) do not fit beside it is
+ * answered 429, and one that declares 100 KB is answered 429 before it
+ * sends a byte of its body. Socket: a frame header that declares 262,140
+ * bytes holds them; the next frame that does not fit is refused with
+ * DF_EOVERLOAD (and its connection closed, its payload unread). Once the
+ * holders leave, the same requests are served. */
+static void test_input_budget(void)
+{
+    daemon_t d;
+    const char *extra[] = {"--socket-port", "0", "--set", "max_input_buffered_bytes=256k", NULL};
+    if (daemon_start(&d, repo, "inbudget", extra)) {
+        DF_CHECK(0);
+        return;
+    }
+    int a = raw_connect(d.port);
+    const char *ha = "POST /v2/models/prop/infer HTTP/1.1\r\nHost: x\r\nContent-Length: 200000\r\n\r\n{\"inputs\":[";
+    DF_CHECK(a >= 0 && send_all(a, ha, strlen(ha)) == 0);
+    usleep(200000);
+    size_t len, hlen;
+    char *body = prop_binary(32, &len, &hlen);
+    char hh[64];
+    snprintf(hh, sizeof hh, "Inference-Header-Content-Length: %zu", hlen);
+    const char *hdrs[] = {hh, NULL};
+    resp_t r;
+    DF_CHECK(http_req(C, d.port, "POST", "/v2/models/prop/infer", body, len, hdrs, &r) == 0);
+    DF_CHECK_MSG(r.status == 429 && strstr(r.body, "max_input_buffered_bytes"),
+                 "beside a held 200 KB body: status %ld: %.300s", r.status, r.body);
+    resp_free(&r);
+    /* declared 100 KB: refused before its body is sent */
+    int c = raw_connect(d.port);
+    const char *hc = "POST /v2/models/prop/infer HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n";
+    DF_CHECK(c >= 0 && send_all(c, hc, strlen(hc)) == 0);
+    char buf[4096];
+    read_until(c, buf, sizeof buf, "}", 3000);
+    DF_CHECK_MSG(strstr(buf, "HTTP/1.1 429") && strstr(buf, "max_input_buffered_bytes"),
+                 "declared 100 KB: %.300s", buf);
+    close(c);
+    /* socket: a frame that declares 262,140 bytes and sends 8 */
+    int sp = sock_port_of(&d);
+    int s1 = raw_connect(sp);
+    uint8_t hdr[32] = {0};
+    uint32_t magic = DF_FRAME_MAGIC, plen = 262140;
+    uint16_t ver = DF_FRAME_VERSION, type = DF_FT_PING;
+    memcpy(hdr, &magic, 4);
+    memcpy(hdr + 4, &ver, 2);
+    memcpy(hdr + 6, &type, 2);
+    hdr[12] = 1;
+    memcpy(hdr + 20, &plen, 4);
+    DF_CHECK(s1 >= 0 && send_all(s1, hdr, 32) == 0);
+    usleep(200000);
+    int32_t code;
+    char msg[1100];
+    int ft = sock_infer(sp, "prop", 1, &code, msg, sizeof msg);
+    DF_CHECK_MSG(ft == DF_FT_ERROR && code == DF_EOVERLOAD && strstr(msg, "max_input_buffered_bytes"),
+                 "socket beside a held frame: type %d code %d: %s", ft, code, msg);
+    /* the holders leave: both requests are served */
+    close(a);
+    close(s1);
+    usleep(300000);
+    DF_CHECK(http_req(C, d.port, "POST", "/v2/models/prop/infer", body, len, hdrs, &r) == 0);
+    DF_CHECK_MSG(r.status == 200 && r.header_len > 0 && r.len == (size_t)r.header_len + 32 * 120 * 12,
+                 "after: status %ld: %.200s", r.status, r.body);
+    resp_free(&r);
+    ft = sock_infer(sp, "prop", 1, &code, msg, sizeof msg);
+    DF_CHECK_MSG(ft == DF_FT_RESULT, "socket after: type %d code %d: %s", ft, code, msg);
+    free(body);
+    DF_CHECK(alive(&d));
+    DF_CHECK(daemon_stop(&d) == 0);
+}
+
 /* ------------------------------------------------------------ main */
 
 int main(void)
@@ -344,6 +465,7 @@ int main(void)
     write_text(p, "{\"kind\":\"rigged\",\"max_batch_size\":8,\"max_queue_delay_us\":500}");
     DF_RUN(test_model_rewritten_during_reload);
     DF_RUN(test_output_limits);
+    DF_RUN(test_input_budget);
     curl_easy_cleanup(C);
     curl_global_cleanup();
     return test_out_done(dftest_exit());
