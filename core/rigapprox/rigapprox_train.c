@@ -377,90 +377,110 @@ static int choose_anchors(tr_t *t, df_error_t *err)
     int64_t want = (int64_t)llround(t->o->anchor_frac * V);
     if (want < 1) want = 1;
     int64_t kp = t->o->piece_anchors > 1 ? t->o->piece_anchors : 1;
-    int64_t cap = want + (ncomp > 0 ? ncomp : 0) * kp + 1;
-    t->anchors = malloc(sizeof(int32_t) * cap);
-    if (!comp || !score || !dist || ncomp < 0 || !t->anchors) {
-        free(comp), free(score), free(dist);
+    int64_t *csize = ncomp > 0 ? calloc(ncomp, sizeof(int64_t)) : NULL, *cnt = ncomp > 0 ? calloc(ncomp, sizeof(int64_t)) : NULL;
+    double *cw = ncomp > 0 ? calloc(ncomp, sizeof(double)) : NULL, *def = malloc(sizeof(double) * V);
+    if (!comp || !score || !dist || ncomp < 1 || !csize || !cnt || !cw || !def) {
+        free(comp), free(score), free(dist), free(csize), free(cnt), free(cw), free(def);
         return df_error_set(err, DF_ENOMEM, "train: out of memory (anchors)");
     }
-    double smax = 0;
+    /* Deformation of each vertex: the summed influence of the controls and
+     * joints (the exporter's perturbations, paper 3.2), else the spread of
+     * its v_nl over the training poses. */
+    double dmax = 0;
     for (int64_t v = 0; v < V; v++) {
         double s = 0;
         if (d->influence) {
             for (int64_t i = 0; i < NI; i++) s += d->influence[i * V + v];
         } else {
-            for (int64_t n = t->nval; n < t->N; n++)
-                for (int c = 0; c < 3; c++) s += (double)t->NL[n * t->D + v * 3 + c] * t->NL[n * t->D + v * 3 + c];
+            for (int c = 0; c < 3; c++) {
+                double m = 0, m2 = 0;
+                for (int64_t n = t->nval; n < t->N; n++) {
+                    double q = t->NL[n * t->D + v * 3 + c];
+                    m += q, m2 += q * q;
+                }
+                m /= (double)t->ntr;
+                s += fmax(0, m2 / (double)t->ntr - m * m);
+            }
+            s = sqrt(s);
         }
-        score[v] = s;
-        if (s > smax) smax = s;
+        def[v] = s;
+        if (s > dmax) dmax = s;
     }
-    for (int64_t v = 0; v < V; v++) score[v] = (smax > 0 ? score[v] / smax : 0) + 0.02;
-    /* Default: plain farthest-point spread over the body (every score 1).
-     * Weighting by influence (the paper's choice, --anchor-influence)
+    for (int64_t v = 0; v < V; v++) {
+        def[v] = (dmax > 0 ? def[v] / dmax : 0) + 0.02;
+        score[v] = def[v];
+    }
+    /* Default: plain farthest-point spread within each shell (every score
+     * 1). Weighting by influence (the paper's choice, --anchor-influence)
      * crowds the anchors where the rig acts and leaves wide regions where
      * the reconstruction drifts at low frequency: on Testwuson (5k poses)
      * mean error 1.45 % -> 0.84 % with the spread (docs/rigapprox.md). */
     if (!t->o->anchor_influence) for (int64_t v = 0; v < V; v++) score[v] = 1.0;
-    /* the largest piece gets `want` anchors by score x distance; every other
-     * piece its single highest-scoring vertex */
-    int64_t *csize = calloc(ncomp, sizeof(int64_t));
-    if (!csize) { free(comp), free(score), free(dist); return df_error_set(err, DF_ENOMEM, "train: out of memory"); }
-    for (int64_t v = 0; v < V; v++) csize[comp[v]]++;
-    int64_t big = 0;
-    for (int64_t c = 1; c < ncomp; c++) if (csize[c] > csize[big]) big = c;
-    int64_t A = 0;
-    for (int64_t v = 0; v < V; v++) dist[v] = INFINITY;
-    for (int64_t k = 0; k < want && k < csize[big]; k++) {
-        int64_t best = -1;
-        double bs = -1;
-        for (int64_t v = 0; v < V; v++) {
-            if (comp[v] != big) continue;
-            double s = score[v] * (isinf(dist[v]) ? 1e30 : dist[v]);
-            if (s > bs) bs = s, best = v;
-        }
-        if (best < 0 || (bs <= 0 && k > 0)) break;
-        t->anchors[A++] = (int32_t)best;
-        const float *p = d->rest + best * 3;
-        for (int64_t v = 0; v < V; v++) {
-            const float *q = d->rest + v * 3;
-            double dd = sqrt((p[0] - q[0]) * (p[0] - q[0]) + (p[1] - q[1]) * (p[1] - q[1]) + (p[2] - q[2]) * (p[2] - q[2]));
-            if (dd < dist[v]) dist[v] = dd;
-        }
-    }
-    /* every other piece: its highest-scoring vertex (by default every score
-     * is 1: its first vertex). The vertex nearest the piece's centroid was
-     * tried (shortest path from the anchor to the piece's far end): neutral
-     * on Testwuson (docs/rigapprox.md), so not kept. */
+    /* Anchors per connected shell (seams welded), in proportion to its size
+     * x deformation (the sum of def over its vertices): the shell with the
+     * largest sum gets `want` (anchor_frac x V), every other one
+     * want x its sum / that sum but at least kp (--piece-anchors); none
+     * more than its vertex count. One anchor pins a shell's translation only; its
+     * rotation against the skinning frame must then come from integrated
+     * delta, whose errors grow away from the anchor, so small shells keep
+     * three (Testwuson's tail spikes: random max 8.29 -> 6.88 %,
+     * docs/rigapprox.md). Several similar shells (a character cut into
+     * parts) each get their share instead of one taking them all. */
+    for (int64_t v = 0; v < V; v++) csize[comp[v]]++, cw[comp[v]] += def[v];
+    int64_t big = 0, total = 0;
+    for (int64_t c = 1; c < ncomp; c++) if (cw[c] > cw[big]) big = c;
     for (int64_t c = 0; c < ncomp; c++) {
-        if (c == big) continue;
-        int64_t best = -1;
-        for (int64_t v = 0; v < V; v++)
-            if (comp[v] == c && (best < 0 || score[v] > score[best])) best = v;
-        t->anchors[A++] = (int32_t)best;
-        /* --piece-anchors k (default 3): k - 1 more, each the piece's vertex
-         * farthest from the ones chosen. One anchor pins a piece's
-         * translation only; its rotation against the skinning frame must
-         * then come from integrated delta, whose errors grow away from the
-         * anchor. Three spread anchors pin a rigid motion (Testwuson's tail
-         * spikes: random max 8.29 -> 6.88 %, docs/rigapprox.md). */
-        for (int64_t k = 1; k < kp && k < csize[c]; k++) {
-            int64_t far = -1;
-            double fd = -1;
+        int64_t k = c == big ? want : (int64_t)llround((double)want * cw[c] / cw[big]);
+        if (c != big && k < kp) k = kp;
+        if (k > csize[c]) k = csize[c];
+        cnt[c] = k, total += k;
+    }
+    t->anchors = malloc(sizeof(int32_t) * (total + 1));
+    if (!t->anchors) {
+        free(comp), free(score), free(dist), free(csize), free(cnt), free(cw), free(def);
+        return df_error_set(err, DF_ENOMEM, "train: out of memory (anchors)");
+    }
+    /* each shell, the heaviest first: its highest-scoring vertex, then by
+     * score x distance to the shell's anchors chosen so far */
+    int64_t A = 0;
+    for (int64_t i = 0; i < ncomp; i++) {
+        int64_t c = i == 0 ? big : i <= big ? i - 1 : i;
+        for (int64_t v = 0; v < V; v++) dist[v] = INFINITY;
+        for (int64_t k = 0; k < cnt[c]; k++) {
+            int64_t best = -1;
+            double bs = -1;
             for (int64_t v = 0; v < V; v++) {
                 if (comp[v] != c) continue;
-                double dm = INFINITY;
-                for (int64_t q = A - k; q < A; q++) {
-                    const float *p = d->rest + v * 3, *r = d->rest + (int64_t)t->anchors[q] * 3;
-                    double dd = (p[0] - r[0]) * (p[0] - r[0]) + (p[1] - r[1]) * (p[1] - r[1]) + (p[2] - r[2]) * (p[2] - r[2]);
-                    if (dd < dm) dm = dd;
-                }
-                if (dm > fd) fd = dm, far = v;
+                double q = score[v] * (isinf(dist[v]) ? 1e30 : dist[v]);
+                if (q > bs) bs = q, best = v;
             }
-            if (far < 0 || fd <= 0) break;
-            t->anchors[A++] = (int32_t)far;
+            if (best < 0 || (bs <= 0 && k > 0)) break;
+            t->anchors[A++] = (int32_t)best;
+            const float *p = d->rest + best * 3;
+            for (int64_t v = 0; v < V; v++) {
+                if (comp[v] != c) continue;
+                const float *q = d->rest + v * 3;
+                double dd = sqrt((p[0] - q[0]) * (p[0] - q[0]) + (p[1] - q[1]) * (p[1] - q[1]) + (p[2] - q[2]) * (p[2] - q[2]));
+                if (dd < dist[v]) dist[v] = dd;
+            }
         }
     }
+    if (t->o->verbose && ncomp > 1) {
+        int64_t order[4] = {-1, -1, -1, -1};
+        for (int64_t c = 0; c < ncomp; c++) /* the four heaviest shells */
+            for (int q = 0; q < 4; q++)
+                if (order[q] < 0 || cw[c] > cw[order[q]]) {
+                    for (int r = 3; r > q; r--) order[r] = order[r - 1];
+                    order[q] = c;
+                    break;
+                }
+        fprintf(stderr, "train: %lld anchors over %lld shells; heaviest:", (long long)A, (long long)ncomp);
+        for (int q = 0; q < 4 && order[q] >= 0; q++)
+            fprintf(stderr, " %lld on %lld vertices (weight %.3g)", (long long)cnt[order[q]], (long long)csize[order[q]],
+                    cw[order[q]] / cw[big]);
+        fprintf(stderr, "\n");
+    }
+    free(cnt), free(cw), free(def);
     t->A = A;
     free(csize), free(comp), free(score), free(dist);
     /* World features only (--world-features): v_nl lives in the skinning

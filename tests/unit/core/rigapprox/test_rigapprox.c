@@ -779,6 +779,95 @@ static void test_refusals(void)
     df_rigdata_close(&d);
 }
 
+/* Anchors per connected shell: the tiny rig's mesh twice, side by side (two
+ * shells of 56 vertices on the same joints), the second shell's influence
+ * scaled by `k2`. The heaviest shell gets anchor_frac x V anchors, the
+ * other round(that x its summed deformation / the heaviest's), with the
+ * deformation of a vertex = its summed influence / the largest + 0.02
+ * (recomputed here from the file). Equal shells get equal shares (the old
+ * choice: all on the first, 3 on the other). */
+static int two_shells(double k2, const char *name)
+{
+    df_rigdata_t d;
+    df_error_t err = {0};
+    if (df_rigdata_open(path("ra_tiny.safetensors"), &d, &err) || !d.influence) return -1;
+    int64_t V = d.nv, N = d.n, NI = d.nc + d.nj, K = d.k;
+    float *rest = malloc(sizeof(float) * 6 * V), *pos = malloc(sizeof(float) * N * 6 * V);
+    float *w = malloc(sizeof(float) * 2 * V * K), *inf = malloc(sizeof(float) * NI * 2 * V);
+    int32_t *sj = malloc(sizeof(int32_t) * 2 * V * K);
+    uint32_t *tri = malloc(sizeof(uint32_t) * 6 * d.nt);
+    for (int64_t v = 0; v < V; v++)
+        for (int c = 0; c < 3; c++) rest[v * 3 + c] = d.rest[v * 3 + c], rest[(V + v) * 3 + c] = d.rest[v * 3 + c] + (c == 0 ? 10.0f : 0.0f);
+    for (int64_t s = 0; s < N; s++)
+        for (int64_t v = 0; v < V; v++)
+            for (int c = 0; c < 3; c++) {
+                float p = d.positions[(s * V + v) * 3 + c];
+                pos[(s * 2 * V + v) * 3 + c] = p, pos[(s * 2 * V + V + v) * 3 + c] = p + (c == 0 ? 10.0f : 0.0f);
+            }
+    for (int64_t i = 0; i < V * K; i++) w[i] = w[V * K + i] = d.skin_w[i], sj[i] = sj[V * K + i] = d.skin_j[i];
+    for (int64_t i = 0; i < NI; i++)
+        for (int64_t v = 0; v < V; v++)
+            inf[i * 2 * V + v] = d.influence[i * V + v], inf[i * 2 * V + V + v] = (float)k2 * d.influence[i * V + v];
+    for (int64_t t = 0; t < d.nt * 3; t++) tri[t] = d.tris[t], tri[d.nt * 3 + t] = d.tris[t] + (uint32_t)V;
+    df_rigdata_t e = d;
+    e.nv = 2 * V, e.nt = 2 * d.nt, e.rest = rest, e.positions = pos, e.skin_w = w, e.skin_j = sj, e.influence = inf;
+    e.tris = tri;
+    int rc = df_rigdata_write(&e, path(name), &err);
+    free(rest), free(pos), free(w), free(inf), free(sj), free(tri);
+    df_rigdata_close(&d);
+    return rc;
+}
+
+static void test_anchors_per_shell(void)
+{
+    for (int c = 0; c < 3; c++) {
+        double k2 = c == 0 ? 1.0 : c == 1 ? 0.5 : 0.0;
+        DF_CHECK(two_shells(k2, "ra_2s.safetensors") == 0);
+        df_rigdata_t d;
+        df_error_t err = {0};
+        if (df_rigdata_open(path("ra_2s.safetensors"), &d, &err)) { DF_CHECK_MSG(0, "%s", err.msg); return; }
+        df_ratrain_opts_t o;
+        small_opts(&o);
+        o.epochs = 0, o.no_refit = 1, o.anchor_frac = 0.1;
+        DF_CHECK(df_rigapprox_train(&d, &o, path("ra_2s_m.safetensors"), NULL, &err) == 0);
+        /* the expected shares, from the influence written above */
+        int64_t V = d.nv, H = V / 2, NI = d.nc + d.nj;
+        double mx = 0, w[2] = {0, 0};
+        for (int64_t v = 0; v < V; v++) {
+            double q = 0;
+            for (int64_t i = 0; i < NI; i++) q += d.influence[i * V + v];
+            mx = q > mx ? q : mx;
+        }
+        for (int64_t v = 0; v < V; v++) {
+            double q = 0;
+            for (int64_t i = 0; i < NI; i++) q += d.influence[i * V + v];
+            w[v >= H] += q / mx + 0.02;
+        }
+        int64_t want = llround(0.1 * V), k1 = llround(want * w[1] / w[0]);
+        if (k1 < 3) k1 = 3;
+        df_st_t *st = NULL;
+        df_ramodel_t m;
+        if (df_st_open(path("ra_2s_m.safetensors"), NULL, &st, &err) || df_ramodel_read(st, &m, &err)) {
+            DF_CHECK_MSG(0, "%s", err.msg);
+            df_st_close(&st);
+            df_rigdata_close(&d);
+            return;
+        }
+        int64_t n[2] = {0, 0};
+        int distinct = 1;
+        for (int64_t a = 0; a < m.na; a++) {
+            n[m.anchors[a] >= H]++;
+            for (int64_t b = 0; b < a; b++) distinct &= m.anchors[a] != m.anchors[b];
+        }
+        DF_CHECK_MSG(n[0] == want && n[1] == k1 && distinct && (c != 0 || n[1] == n[0]) && (c != 1 || (k1 > 3 && k1 < want)),
+                     "influence x %g on the second shell: %lld + %lld anchors, want %lld + %lld", k2, (long long)n[0],
+                     (long long)n[1], (long long)want, (long long)k1);
+        df_ramodel_release(&m);
+        df_st_close(&st);
+        df_rigdata_close(&d);
+    }
+}
+
 /* Mean vertex error of a served model (dense reconstruction) on every pose
  * of a dataset, computed here from the served positions and the dataset's. */
 static double served_mean_error(const char *model, const char *data) { return served_error(model, data, NULL, NULL); }
@@ -1003,6 +1092,7 @@ int main(void)
     DF_RUN(test_malformed_datasets);
     DF_RUN(test_joint_parents_inferred);
     DF_RUN(test_refusals);
+    DF_RUN(test_anchors_per_shell);
     DF_RUN(test_refit_optimal);
     DF_RUN(test_position_finetune);
     DF_RUN(test_add_anchors);
