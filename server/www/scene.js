@@ -34,14 +34,52 @@ import { OrbitControls } from './vendor/OrbitControls.js';
 export const COLORS = {
   background: 0x23282f,
   mesh: 0xd49a60,
-  gridCenter: 0x4f5864,
-  grid: 0x323841,
+  grid: 0x3a414b, // every cell
+  gridMajor: 0x56606d, // every GRID_MAJOR cells
 };
 
 const ELEVATION = (16 * Math.PI) / 180;
-const FILL = 0.8; // the fitted points span this fraction of the half view (a margin around)
+const FILL = 0.72; // the fitted points span this fraction of the half view (a margin around)
 const FOV = 35;
 const MAX_FIT_POINTS = 4096;
+const GRID_MAJOR = 5;
+const GRID_RADIUS = 40; // cells; the grid fades out towards it
+
+// The ground grid: one large quad whose fragment shader draws anti-aliased
+// lines every cell and every GRID_MAJOR cells from its world x/z (a quad is
+// clipped correctly where line segments crossing the camera plane are not,
+// e.g. by software WebGL), fading out with the distance from its centre.
+const GRID_VERTEX = `
+varying vec3 vWorld;
+void main() {
+  vec4 w = modelMatrix * vec4(position, 1.0);
+  vWorld = w.xyz;
+  gl_Position = projectionMatrix * viewMatrix * w;
+}`;
+const GRID_FRAGMENT = `
+uniform float uCell;
+uniform float uRadius;
+uniform vec2 uCenter;
+uniform vec3 uColor;
+uniform vec3 uMajor;
+varying vec3 vWorld;
+float lines(vec2 p, float cell) {
+  vec2 c = p / cell;
+  vec2 g = abs(fract(c - 0.5) - 0.5) / fwidth(c);
+  return 1.0 - min(min(g.x, g.y), 1.0);
+}
+void main() {
+  float minor = lines(vWorld.xz, uCell);
+  float major = lines(vWorld.xz, uCell * ${GRID_MAJOR.toFixed(1)});
+  float fade = 1.0 - smoothstep(0.25 * uRadius, uRadius, length(vWorld.xz - uCenter));
+  float a = max(minor * 0.6, major) * fade;
+  if (a < 0.004) discard;
+  gl_FragColor = vec4(mix(uColor, uMajor, major), a);
+}`;
+
+function srgb(hex) {
+  return new THREE.Vector3(((hex >> 16) & 255) / 255, ((hex >> 8) & 255) / 255, (hex & 255) / 255);
+}
 
 const UPS = {
   y: [0, 1, 0], '-y': [0, -1, 0], z: [0, 0, 1], '-z': [0, 0, -1], x: [1, 0, 0], '-x': [-1, 0, 0],
@@ -76,7 +114,6 @@ export class View {
     this.renderer = r;
     this.scene = new THREE.Scene();
     this.scene.background = new THREE.Color(COLORS.background);
-    this.scene.fog = new THREE.Fog(COLORS.background, 10, 40);
     this.camera = new THREE.PerspectiveCamera(FOV, 1, 0.01, 1000);
     this.scene.add(this.camera);
     // a key light that follows the camera keeps the visible side lit from
@@ -94,15 +131,34 @@ export class View {
     this.root = new THREE.Group(); // turns the model's up axis to +Y
     this.scene.add(this.root);
     this.material = new THREE.MeshStandardMaterial({
-      color: COLORS.mesh, roughness: 0.62, metalness: 0.0, side: THREE.DoubleSide, fog: false,
+      color: COLORS.mesh, roughness: 0.62, metalness: 0.0, side: THREE.DoubleSide,
     });
-    this.pointMaterial = new THREE.PointsMaterial({ color: COLORS.mesh, size: 3, sizeAttenuation: false, fog: false });
+    this.pointMaterial = new THREE.PointsMaterial({ color: COLORS.mesh, size: 3, sizeAttenuation: false });
     this.mesh = null;
 
-    this.grid = null;
+    // the grid's colours are given as the sRGB values shown (the shader
+    // writes them as they are)
+    this.grid = new THREE.Mesh(
+      new THREE.PlaneGeometry(2, 2),
+      new THREE.ShaderMaterial({
+        vertexShader: GRID_VERTEX,
+        fragmentShader: GRID_FRAGMENT,
+        uniforms: {
+          uCell: { value: 1 }, uRadius: { value: 1 }, uCenter: { value: new THREE.Vector2() },
+          uColor: { value: srgb(COLORS.grid) }, uMajor: { value: srgb(COLORS.gridMajor) },
+        },
+        transparent: true,
+        depthWrite: false,
+        side: THREE.DoubleSide,
+      }),
+    );
+    this.grid.rotation.x = -Math.PI / 2;
+    this.grid.visible = false;
+    this.scene.add(this.grid);
+    this.hasGround = false;
     this.shadow = new THREE.Mesh(
       new THREE.PlaneGeometry(1, 1),
-      new THREE.MeshBasicMaterial({ map: radialTexture(), transparent: true, depthWrite: false, fog: false }),
+      new THREE.MeshBasicMaterial({ map: radialTexture(), transparent: true, depthWrite: false }),
     );
     this.shadow.rotation.x = -Math.PI / 2;
     this.shadow.renderOrder = -1;
@@ -191,8 +247,8 @@ export class View {
 
   setGrid(on) {
     this.showGrid = on;
-    if (this.grid) this.grid.visible = on;
-    this.shadow.visible = on && !!this.grid;
+    this.grid.visible = on && this.hasGround;
+    this.shadow.visible = on && this.hasGround;
     this.invalidate();
   }
 
@@ -231,17 +287,16 @@ export class View {
     const c = box.getCenter(new THREE.Vector3());
     const extent = Math.max(s.x, s.z, s.y * 0.5, 1e-6);
     const cell = niceStep(extent / 4);
-    const divisions = 60;
-    if (this.grid) {
-      this.scene.remove(this.grid);
-      this.grid.geometry.dispose();
-      this.grid.material.dispose();
-    }
-    this.grid = new THREE.GridHelper(cell * divisions, divisions, COLORS.gridCenter, COLORS.grid);
     this.ground = box.min.y;
-    this.grid.position.set(Math.round(c.x / cell) * cell, this.ground, Math.round(c.z / cell) * cell);
+    const radius = cell * GRID_RADIUS;
+    this.grid.scale.set(radius, radius, 1);
+    this.grid.position.set(c.x, this.ground, c.z);
+    const u = this.grid.material.uniforms;
+    u.uCell.value = cell;
+    u.uRadius.value = radius;
+    u.uCenter.value.set(c.x, c.z);
+    this.hasGround = true;
     this.grid.visible = this.showGrid;
-    this.scene.add(this.grid);
     const r = Math.max(s.x, s.z) * 1.25;
     this.shadow.scale.set(r, r, 1);
     this.shadow.position.set(c.x, this.ground + extent * 1e-3, c.z);
@@ -313,8 +368,6 @@ export class View {
     this.controls.minDistance = size * 0.05;
     this.controls.maxDistance = dist * 20;
     this.controls.update();
-    this.scene.fog.near = dist * 1.1;
-    this.scene.fog.far = dist * 3.5;
     this.fitBox = box.clone();
     this.invalidate();
   }
