@@ -18,6 +18,9 @@
 #include "deformclient.h"
 #include "frame.h"
 
+#include <poll.h>
+#include <pthread.h>
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <netinet/tcp.h>
@@ -941,6 +944,118 @@ static void test_clip_names(void)
 
 /* ------------------------------------------------------------ retry */
 
+/* The HTTP calls' one retry, against the real daemon behind a relay on
+ * loopback that fails the first connection the way a router or a dying
+ * daemon does: closed after reading the request (no answer), or answered
+ * 502; later connections are relayed to the daemon. The answer after the
+ * retry must equal the direct one bit for bit, after exactly two
+ * connections; 502 twice fails after two (one retry, not more). */
+typedef struct relay {
+    int lfd, port;
+    const char *script;  /* per connection: 'd' drop, '5' answer 502, 'r' relay */
+    int n_conns;
+    pthread_t th;
+} relay_t;
+
+static void *relay_main(void *arg)
+{
+    relay_t *r = arg;
+    for (const char *m = r->script; *m; m++) {
+        int fd = accept(r->lfd, NULL, NULL);
+        if (fd < 0) break;
+        r->n_conns++;
+        char buf[65536];
+        if (*m == 'd' || *m == '5') {
+            struct pollfd p = {fd, POLLIN, 0};
+            while (poll(&p, 1, 300) > 0 && read(fd, buf, sizeof buf) > 0) {}
+            if (*m == '5') {
+                const char *a = "HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+                (void)!write(fd, a, strlen(a));
+            }
+            close(fd);
+            continue;
+        }
+        int up = raw_connect(D.port);
+        struct pollfd p[2] = {{fd, POLLIN, 0}, {up, POLLIN, 0}};
+        for (int open = up >= 0; open && poll(p, 2, 5000) > 0;) {
+            for (int k = 0; k < 2; k++) {
+                if (!(p[k].revents & (POLLIN | POLLHUP))) continue;
+                ssize_t n = read(p[k].fd, buf, sizeof buf);
+                if (n <= 0 || send_all(p[1 - k].fd, buf, (size_t)n)) { open = 0; break; }
+            }
+        }
+        if (up >= 0) close(up);
+        close(fd);
+    }
+    return NULL;
+}
+
+static int relay_start(relay_t *r, const char *script)
+{
+    memset(r, 0, sizeof *r);
+    r->script = script;
+    r->lfd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t al = sizeof a;
+    if (r->lfd < 0 || bind(r->lfd, (struct sockaddr *)&a, sizeof a) || listen(r->lfd, 8) ||
+        getsockname(r->lfd, (struct sockaddr *)&a, &al))
+        return -1;
+    r->port = ntohs(a.sin_port);
+    return pthread_create(&r->th, NULL, relay_main, r);
+}
+
+static void relay_stop(relay_t *r)
+{
+    shutdown(r->lfd, SHUT_RDWR);
+    close(r->lfd);
+    pthread_join(r->th, NULL);
+}
+
+static void test_http_retry(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    df_client_request_t q = {0};
+    q.character = "alice";
+    q.n_outputs = 1;
+    q.outputs[0] = "positions";
+    char base[64];
+    snprintf(base, sizeof base, "http://127.0.0.1:%d", D.port);
+    df_client_result_t r0;
+    df_error_t err = {0};
+    DF_CHECK_MSG(df_client_http_infer(base, &q, 1, &r0, &err) == 0, "direct: %s", err.msg);
+    static const struct { const char *script; int ok; } cases[] = {
+        {"dr", 1}, {"5r", 1}, {"55r", 0}};
+    for (int k = 0; k < 3; k++) {
+        relay_t rl;
+        DF_CHECK(relay_start(&rl, cases[k].script) == 0);
+        char rbase[64];
+        snprintf(rbase, sizeof rbase, "http://127.0.0.1:%d", rl.port);
+        df_client_result_t r1;
+        int rc = df_client_http_infer(rbase, &q, 1, &r1, &err);
+        int conns = rl.n_conns;
+        if (!cases[k].ok) { /* let the relay's last accept return */
+            int fd = raw_connect(rl.port);
+            if (fd >= 0) close(fd);
+        }
+        relay_stop(&rl);
+        DF_CHECK_MSG(conns == 2, "%s: %d connections (one retry expected)", cases[k].script, conns);
+        if (!cases[k].ok) {
+            DF_CHECK_MSG(rc != 0, "%s: succeeded after two 502s", cases[k].script);
+            continue;
+        }
+        DF_CHECK_MSG(rc == 0, "%s: %s", cases[k].script, err.msg);
+        if (rc == 0 && r0.n_outputs == 1 && r1.n_outputs == 1) {
+            size_t n = (size_t)r0.outputs[0].shape[1] * 3;
+            DF_CHECK_MSG(r1.outputs[0].shape[1] == r0.outputs[0].shape[1] &&
+                             !memcmp(r0.outputs[0].data, r1.outputs[0].data, n * sizeof(float)),
+                         "%s: the retried answer differs", cases[k].script);
+        }
+        if (rc == 0) df_client_result_free(&r1);
+    }
+    df_client_result_free(&r0);
+}
+
+
 /* A blocking call whose connection is lost is sent once more on a new
  * connection to the same address: daemon 1 answers, is stopped (its
  * connections close), daemon 2 takes the same socket port; the next
@@ -1041,6 +1156,7 @@ int main(void)
     DF_RUN(test_clip_names);
     DF_RUN(test_limits);
     DF_RUN(test_retry_after_lost_connection);
+    DF_RUN(test_http_retry);
     int st = daemon_stop(&D);
     DF_CHECK_MSG(st == 0, "deformd exit status %d (log %s)", st, D.log);
     return dftest_exit();
