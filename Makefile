@@ -224,6 +224,20 @@ eval-decompose: all
 bench-retarget: all $(B)/bench/bench_retarget
 	@B=$(B) BIN=$(BIN) bench/run_retarget.sh
 
+# garment: a 12k-vertex garment synthesised beside plain LBS of it (bench/bench_garment.c,
+# docs/garment.md); GARMENT_MODEL: the fitted model it derives the 12k model from
+GARMENT_MODEL ?= tests/data/garment/shirt.safetensors
+.PHONY: bench-garment garment-db
+bench-garment: all $(B)/bench/bench_garment
+	@mkdir -p $(B)/bench-out && DF_BENCH_OUT=$(B)/bench-out $(B)/bench/bench_garment $(GARMENT_MODEL)
+# the garment database (tools/garment/garment.py, docs/garment.md): body, shirt, poses, plan,
+# then the simulations, one niced Blender at a time, resumable (GARMENT_DB: its directory)
+GARMENT_DB ?= build/garment/db
+garment-db: all
+	@[ -f $(GARMENT_DB)/garment.npz ] || tools/garment/garment.py build $(GARMENT_DB)
+	@[ -f $(GARMENT_DB)/manifest.json ] || tools/garment/garment.py plan $(GARMENT_DB)
+	@tools/garment/garment.py run $(GARMENT_DB)
+
 # Fuzzing (libFuzzer; needs clang): `make fuzz [FUZZ_SECONDS=60]` builds
 # every fuzz/fuzz_*.c against core/ and proto/ compiled with
 # -fsanitize=fuzzer-no-link,address,undefined and runs each for FUZZ_SECONDS

@@ -14,8 +14,14 @@
  *         + sum_s w_s ( LBS[S(theta,b) S(theta_s,b)^-1](f(b, theta_s))
  *                     - LBS[S(theta,b0) S(theta_s,b0)^-1](f(b0, theta_s)) ) shape term
  *     with f(b, theta_s) = f(b0, theta_s) + U_s W_s (feat(b) - feat(0)) (the
- *     clothing shape model, one sgemv) and every LBS the shared kernel of
- *     math/skin.h on the garment's binding. The weights are per vertex:
+ *     clothing shape model) and every LBS the shared kernel of math/skin.h
+ *     on the garment's binding. The shape only moves the skeleton's
+ *     translations, so both LBS of an anchor share their linear parts and
+ *     their difference is ONE LBS of U_s W_s (feat(b) - feat(0)) with the
+ *     maps [L | t_b - t_b0]: the anchor's example itself is never read.
+ *     Each example is evaluated only on the runs of skin blocks of the
+ *     regions where it is among the `top` (load sorted the vertices by
+ *     region), sgemv and LBS alike. The weights are per vertex:
  *     v_p(y) = sum_g regions(y, g) Wn_pg (Eq. 8), Wn_pg the normalised
  *     1/(D_pg + eps)^power of the `top` nearest examples of region g under
  *     the sensitivity distance D_pg = sum_m Q_gm |rv_m(theta) - rv_m(theta_p)|
@@ -52,7 +58,8 @@ static size_t pose_floats(const df__garment_t *g)
 {
     size_t J = (size_t)g->J, ne = (size_t)(g->P + g->A);
     return 5 * al16(J * 12) + al16(J * 16) + al16(J * 3) + 2 * al16((size_t)g->R * ne) +
-           al16((size_t)(g->F + g->k)) + 4 * g->gs + al16((size_t)g->G) + al16(ne);
+           al16((size_t)(g->F + g->k)) + 4 * g->gs + al16((size_t)g->G) + al16(ne) +
+           al16((size_t)g->nblocks / 4 + 1);
 }
 
 size_t df__garment_scratch_bytes(const df_model_t *m, int n)
@@ -146,17 +153,43 @@ static void region_weights(const df__garment_t *g, const float *D, float *Wn, in
     }
 }
 
-/* vw[y] = sum_r Wn[r][e] regions(y, r) for example column e */
-static void vertex_weights(const df__garment_t *g, const float *Wn, int64_t e, float *vw)
+/* Blocks where example column e has weight: mark[b] = 1. */
+static void mark_blocks(const df__garment_t *g, const float *Wn, int64_t e, uint8_t *mark)
+{
+    const int64_t ne = g->P + g->A;
+    memset(mark, 0, (size_t)g->nblocks);
+    for (int64_t r = 0; r < g->R; r++) {
+        if (Wn[r * ne + e] == 0.0f) continue;
+        for (int64_t i = g->run_off[r]; i < g->run_off[r + 1]; i++)
+            memset(mark + g->runs[2 * i], 1, (size_t)(g->runs[2 * i + 1] - g->runs[2 * i]));
+    }
+}
+
+/* vw[y] = sum_r Wn[r][e] regions(y, r) for y in [v0, v1) */
+static void vertex_weights(const df__garment_t *g, const float *Wn, int64_t e, int64_t v0,
+                           int64_t v1, float *vw)
 {
     const int64_t G = g->G, ne = g->P + g->A;
-    memset(vw, 0, (size_t)G * sizeof(float));
+    memset(vw + v0, 0, (size_t)(v1 - v0) * sizeof(float));
     for (int64_t r = 0; r < g->R; r++) {
         float w = Wn[r * ne + e];
         if (w == 0.0f) continue;
         const float *rg = g->regions_t + r * G;
-        for (int64_t y = 0; y < G; y++) vw[y] += w * rg[y];
+        for (int64_t y = v0; y < v1; y++) vw[y] += w * rg[y];
     }
+}
+
+/* The garment's skinning restricted to blocks [b0, b1): a view of the same
+ * influence arrays (block offsets are absolute). */
+static df__skin_t skin_view(const df__garment_t *g, int64_t b0, int64_t b1)
+{
+    df__skin_t v = g->skin;
+    int64_t v0 = b0 * DF__SKIN_BLOCK, v1 = b1 * DF__SKIN_BLOCK < g->G ? b1 * DF__SKIN_BLOCK : g->G;
+    v.n = v1 - v0;
+    v.nblocks = b1 - b0;
+    v.off = g->skin.off + b0;
+    v.kb = g->skin.kb + b0;
+    return v;
 }
 
 static void compute_normals(const float *p, int64_t N, const uint32_t *tri, int64_t T, float *nrm)
@@ -221,13 +254,14 @@ int df__garment_evaluate(const df_model_t *m, const df_batch_t *b, void *scratch
     s += g->gs;
     float *t1 = s;
     s += g->gs;
-    float *t0 = s;
-    s += g->gs;
+    s += g->gs; /* spare */
     float *ys = s;
     s += g->gs;
     float *vw = s;
     s += al16((size_t)G);
     int32_t *active = (int32_t *)s;
+    s += al16((size_t)ne);
+    uint8_t *mark = (uint8_t *)s;
 
     /* 2. the body, one batch */
     {
@@ -290,10 +324,21 @@ int df__garment_evaluate(const df_model_t *m, const df_batch_t *b, void *scratch
         for (int64_t e = 0; e < P; e++) { /* pose model */
             if (!active[e]) continue;
             pack_products(skin0, g->pose_inv + e * J * 12, J, mats);
-            df__skin_lbs(&g->skin, mats, g->pose_ex + e * g->gs, NULL, t1, NULL);
-            vertex_weights(g, Wn, e, vw);
-            for (int64_t y = 0; y < G; y++)
-                for (int d = 0; d < 3; d++) acc[3 * y + d] += vw[y] * t1[3 * y + d];
+            const float *ex = g->pose_ex + e * g->gs;
+            mark_blocks(g, Wn, e, mark);
+            for (int64_t b0 = 0, b1; b0 < g->nblocks; b0 = b1) {
+                if (!mark[b0]) {
+                    b1 = b0 + 1;
+                    continue;
+                }
+                for (b1 = b0 + 1; b1 < g->nblocks && mark[b1]; b1++) {}
+                df__skin_t view = skin_view(g, b0, b1);
+                int64_t v0 = b0 * DF__SKIN_BLOCK, v1 = v0 + view.n;
+                df__skin_lbs(&view, mats, ex + 3 * v0, NULL, t1 + 3 * v0, NULL);
+                vertex_weights(g, Wn, e, v0, v1, vw);
+                for (int64_t y = v0; y < v1; y++)
+                    for (int d = 0; d < 3; d++) acc[3 * y + d] += vw[y] * t1[3 * y + d];
+            }
         }
         for (int64_t a = 0; beta && a < A; a++) { /* shape term */
             if (!active[P + a]) continue;
@@ -305,22 +350,35 @@ int df__garment_evaluate(const df_model_t *m, const df_batch_t *b, void *scratch
             float *coef = fc + F;
             cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)k, (int)F, 1.0f, g->map + a * k * F,
                         (int)F, fc, 1, 0.0f, coef, 1);
-            const float *base0 = g->anc_base + a * g->gs;
-            memcpy(ys, base0, G3 * sizeof(float));
-            cblas_sgemv(CblasColMajor, CblasNoTrans, (int)G3, (int)k, 1.0f,
-                        g->basis + (size_t)a * k * G3, (int)G3, coef, 1, 1.0f, ys, 1);
-            /* S(theta_s, beta)^-1: the anchor's skeleton of this shape */
+            /* [L | t(b) - t(b0)] of S(theta,b) S(theta_s,b)^-1 and S(theta,b0) S(theta_s,b0)^-1 */
             df__rig_skin_matrices_shaped(g->rig, g->anc_rot + a * J * 4, NULL, NULL, beta, world,
                                          skinS);
-            for (int64_t j = 0; j < J; j++)
+            for (int64_t j = 0; j < J; j++) {
+                float mb[12], m0[12];
                 if (df_m34_inverse(skinS + 12 * j, invS + 12 * j)) df_m34_identity(invS + 12 * j);
-            pack_products(skinB, invS, J, mats);
-            df__skin_lbs(&g->skin, mats, ys, NULL, t1, NULL);
-            pack_products(skin0, g->anc_inv0 + a * J * 12, J, mats);
-            df__skin_lbs(&g->skin, mats, base0, NULL, t0, NULL);
-            vertex_weights(g, Wn, P + a, vw);
-            for (int64_t y = 0; y < G; y++)
-                for (int d = 0; d < 3; d++) acc[3 * y + d] += vw[y] * (t1[3 * y + d] - t0[3 * y + d]);
+                df_m34_mul(skinB + 12 * j, invS + 12 * j, mb);
+                df_m34_mul(skin0 + 12 * j, g->anc_inv0 + (a * J + j) * 12, m0);
+                mb[3] -= m0[3], mb[7] -= m0[7], mb[11] -= m0[11];
+                df__skin_pack(mb, mats + 16 * j);
+            }
+            const float *U = g->basis + (size_t)a * k * G3;
+            mark_blocks(g, Wn, P + a, mark);
+            for (int64_t b0 = 0, b1; b0 < g->nblocks; b0 = b1) {
+                if (!mark[b0]) {
+                    b1 = b0 + 1;
+                    continue;
+                }
+                for (b1 = b0 + 1; b1 < g->nblocks && mark[b1]; b1++) {}
+                df__skin_t view = skin_view(g, b0, b1);
+                int64_t v0 = b0 * DF__SKIN_BLOCK, v1 = v0 + view.n;
+                /* U_s W_s feat(b) on these rows (column-major 3G x k) */
+                cblas_sgemv(CblasColMajor, CblasNoTrans, (int)(3 * (v1 - v0)), (int)k, 1.0f,
+                            U + 3 * v0, (int)G3, coef, 1, 0.0f, ys + 3 * v0, 1);
+                df__skin_lbs(&view, mats, ys + 3 * v0, NULL, t1 + 3 * v0, NULL);
+                vertex_weights(g, Wn, P + a, v0, v1, vw);
+                for (int64_t y = v0; y < v1; y++)
+                    for (int d = 0; d < 3; d++) acc[3 * y + d] += vw[y] * t1[3 * y + d];
+            }
         }
 
         /* penetration against the posed body */
@@ -344,8 +402,13 @@ int df__garment_evaluate(const df_model_t *m, const df_batch_t *b, void *scratch
                     for (int k = 0; k < 3; k++) x[k] += (h - d) * n[k];
             }
         }
-        if (op) memcpy(op, acc, G3 * sizeof(float));
-        if (on) compute_normals(acc, G, g->tris, g->T, on);
+        /* back to the file's vertex order */
+        if (op)
+            for (int64_t y = 0; y < G; y++) memcpy(op + 3 * (size_t)g->perm[y], acc + 3 * y, 3 * sizeof(float));
+        if (on) {
+            compute_normals(acc, G, g->tris, g->T, t1);
+            for (int64_t y = 0; y < G; y++) memcpy(on + 3 * (size_t)g->perm[y], t1 + 3 * y, 3 * sizeof(float));
+        }
     }
     return DF_OK;
 }

@@ -25,8 +25,16 @@ typedef struct df__garment {
     /* G garment vertices, T triangles, K influences, R regions, J joints,
      * S shapes, P pose examples, A anchors, k PCA components, F features
      * (S or 2S), C penetration candidates per vertex, Nb body vertices */
-    float *rest;             /* [3G+4] template garment (the model's mesh) */
-    uint32_t *tris;          /* [T,3] */
+    /* Garment vertices are stored sorted by region (dominant region, then
+     * the next one), so each region's vertices fill few runs of skin
+     * blocks; perm maps a stored index to the file's, the outputs are
+     * scattered back through it. */
+    int32_t *perm;           /* [G] stored vertex -> file vertex */
+    float *rest;             /* [gs] template garment, stored order */
+    uint32_t *tris;          /* [T,3] stored order */
+    int64_t nblocks;         /* skin blocks of DF__SKIN_BLOCK vertices */
+    int64_t *run_off;        /* [R+1] region r's runs: run_off[r]..run_off[r+1] */
+    int64_t *runs;           /* [.., 2] block ranges [b0, b1) */
     df__skin_t skin;         /* the garment's binding (blocked layout) */
     float *regions_t;        /* [R,G] region weights, region-major */
     float *Q;                /* [R,3J] Eq. 7 weights per region and joint DOF */

@@ -13,7 +13,10 @@
  * wants: the binding in skin.h's blocked layout, padded example arrays, the
  * inverse skin matrices S(theta_e, beta0)^-1 of every example pose, the
  * joints' rotation vectors of every example (the distance of Eq. 7 compares
- * them), the region weights region-major.
+ * them), the region weights region-major, and the garment's vertices
+ * re-ordered by region so that each region's vertices are a few runs of
+ * skin blocks (evaluation works on runs; outputs go back to the file's
+ * order).
  *
  * Options: metadata garment_damping / garment_margin / garment_top /
  * garment_power, overridden by config parameters {"damping", "margin",
@@ -51,6 +54,9 @@ static void g_destroy(void *impl)
     df__garment_t *g = impl;
     if (!g) return;
     df_model_unref(&g->body);
+    free(g->perm);
+    free(g->run_off);
+    free(g->runs);
     free(g->rest);
     free(g->tris);
     df__skin_free(&g->skin);
@@ -180,6 +186,72 @@ static int inverse_skins(const df__garment_t *g, const float *rot, int64_t n, fl
     return rc;
 }
 
+typedef struct {
+    int32_t dom, sec, idx;
+} vkey_t;
+
+static int vkey_cmp(const void *a, const void *b)
+{
+    const vkey_t *x = a, *y = b;
+    if (x->dom != y->dom) return x->dom < y->dom ? -1 : 1;
+    if (x->sec != y->sec) return x->sec < y->sec ? -1 : 1;
+    return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+/* The stored order (garment_internal.h): perm[y] = file index of stored
+ * vertex y, sorted by dominant region, then second region. */
+static int32_t *region_order(const float *rg, int64_t G, int64_t R)
+{
+    vkey_t *k = malloc((size_t)G * sizeof *k);
+    int32_t *perm = malloc((size_t)G * sizeof *perm);
+    if (!k || !perm) {
+        free(k);
+        free(perm);
+        return NULL;
+    }
+    for (int64_t v = 0; v < G; v++) {
+        int32_t d = 0, e = -1;
+        for (int64_t r = 1; r < R; r++)
+            if (rg[v * R + r] > rg[v * R + d]) d = (int32_t)r;
+        for (int64_t r = 0; r < R; r++)
+            if (r != d && rg[v * R + r] > 0 && (e < 0 || rg[v * R + r] > rg[v * R + e])) e = (int32_t)r;
+        k[v] = (vkey_t){d, e < 0 ? (int32_t)R : e, (int32_t)v};
+    }
+    qsort(k, (size_t)G, sizeof *k, vkey_cmp);
+    for (int64_t y = 0; y < G; y++) perm[y] = k[y].idx;
+    free(k);
+    return perm;
+}
+
+/* Runs of skin blocks holding a vertex of each region. */
+static int region_runs(df__garment_t *g)
+{
+    const int64_t G = g->G, R = g->R, nb = g->nblocks;
+    g->run_off = calloc((size_t)R + 1, sizeof *g->run_off);
+    g->runs = malloc((size_t)(R * nb + 1) * 2 * sizeof *g->runs); /* at most nb runs each */
+    if (!g->run_off || !g->runs) return DF_ENOMEM;
+    int64_t n = 0;
+    for (int64_t r = 0; r < R; r++) {
+        g->run_off[r] = n;
+        const float *w = g->regions_t + r * G;
+        int64_t open = -1;
+        for (int64_t b = 0; b <= nb; b++) {
+            int has = 0;
+            for (int64_t v = b * DF__SKIN_BLOCK; b < nb && v < G && v < (b + 1) * DF__SKIN_BLOCK; v++)
+                has |= w[v] > 0.0f;
+            if (has && open < 0) open = b;
+            if (!has && open >= 0) {
+                g->runs[2 * n] = open;
+                g->runs[2 * n + 1] = b;
+                n++;
+                open = -1;
+            }
+        }
+    }
+    g->run_off[R] = n;
+    return DF_OK;
+}
+
 static int g_load(df_model_t *m, const df_st_t *st, const char *params, const df_limits_t *lim,
                   df_error_t *err)
 {
@@ -282,7 +354,12 @@ static int g_load(df_model_t *m, const df_st_t *st, const char *params, const df
     const int32_t *sj = tsj->data;
     const float *swf = tsw->data;
     float *sw = malloc((size_t)(G * K) * sizeof(float));
-    if (!sw) return E(DF_ENOMEM, "out of memory");
+    int32_t *sjp = malloc((size_t)(G * K) * sizeof(int32_t));
+    if (!sw || !sjp) {
+        free(sw);
+        free(sjp);
+        return E(DF_ENOMEM, "out of memory");
+    }
     for (int64_t v = 0; v < G; v++) {
         double sum = 0;
         for (int64_t k = 0; k < K; k++) {
@@ -290,6 +367,7 @@ static int g_load(df_model_t *m, const df_st_t *st, const char *params, const df
             float w = swf[v * K + k];
             if (j < 0 || j >= J || !(w >= 0)) {
                 free(sw);
+                free(sjp);
                 return E(DF_EFORMAT, "tensor 'garment/skin_%s': vertex %lld influence %lld: %s",
                          j < 0 || j >= J ? "joints" : "weights", (long long)v, (long long)k,
                          j < 0 || j >= J ? "joint out of range" : "negative weight");
@@ -298,18 +376,19 @@ static int g_load(df_model_t *m, const df_st_t *st, const char *params, const df
         }
         if (!(fabs(sum - 1.0) <= 1e-3)) {
             free(sw);
+            free(sjp);
             return E(DF_EFORMAT, "tensor 'garment/skin_weights': vertex %lld: weights sum to "
                                  "%.6g (must be 1 within 1e-3)", (long long)v, sum);
         }
-        for (int64_t k = 0; k < K; k++) sw[v * K + k] = (float)(swf[v * K + k] / sum);
     }
-    rc = df__skin_build(&g->skin, G, (int)K, sj, sw);
-    free(sw);
-    if (rc) return E(rc, "out of memory");
 
     const float *rg = trg->data;
     g->regions_t = xalloc((size_t)(R * G));
-    if (!g->regions_t) return E(DF_ENOMEM, "out of memory");
+    if (!g->regions_t) {
+        free(sw);
+        free(sjp);
+        return E(DF_ENOMEM, "out of memory");
+    }
     for (int64_t v = 0; v < G; v++) {
         double sum = 0;
         for (int64_t r = 0; r < R; r++) {
@@ -321,31 +400,78 @@ static int g_load(df_model_t *m, const df_st_t *st, const char *params, const df
         if (!(fabs(sum - 1.0) <= 1e-3))
             return E(DF_EFORMAT, "tensor 'garment/regions': vertex %lld: weights sum to %.6g "
                                  "(must be 1 within 1e-3)", (long long)v, sum);
-        for (int64_t r = 0; r < R; r++) g->regions_t[r * G + v] = (float)(rg[v * R + r] / sum);
+    }
+    /* the stored order, then everything per vertex in it */
+    g->perm = region_order(rg, G, R);
+    int32_t *inv = malloc((size_t)G * sizeof(int32_t));
+    if (!g->perm || !inv) {
+        free(sw);
+        free(sjp);
+        free(inv);
+        return E(DF_ENOMEM, "out of memory");
+    }
+    for (int64_t y = 0; y < G; y++) {
+        int64_t v = g->perm[y];
+        inv[v] = (int32_t)y;
+        double sum = 0, rs = 0;
+        for (int64_t k = 0; k < K; k++) sum += swf[v * K + k];
+        for (int64_t k = 0; k < K; k++) {
+            sjp[y * K + k] = sj[v * K + k];
+            sw[y * K + k] = (float)(swf[v * K + k] / sum);
+        }
+        for (int64_t r = 0; r < R; r++) rs += rg[v * R + r];
+        for (int64_t r = 0; r < R; r++) g->regions_t[r * G + y] = (float)(rg[v * R + r] / rs);
+    }
+    rc = df__skin_build(&g->skin, G, (int)K, sjp, sw);
+    free(sw);
+    free(sjp);
+    if (rc) {
+        free(inv);
+        return E(rc, "out of memory");
+    }
+    g->nblocks = g->skin.nblocks;
+    if ((rc = region_runs(g))) {
+        free(inv);
+        return E(rc, "out of memory");
     }
     g->Q = xalloc((size_t)(R * J3));
-    if (!g->Q) return E(DF_ENOMEM, "out of memory");
+    if (!g->Q) {
+        free(inv);
+        return E(DF_ENOMEM, "out of memory");
+    }
     memcpy(g->Q, tq->data, (size_t)(R * J3) * sizeof(float));
     for (int64_t i = 0; i < R * J3; i++)
-        if (!(g->Q[i] >= 0))
+        if (!(g->Q[i] >= 0)) {
+            free(inv);
             return E(DF_EFORMAT, "tensor 'garment/dof_weights': region %lld DOF %lld: negative",
                      (long long)(i / J3), (long long)(i % J3));
+        }
     const int32_t *bv = tbv->data;
     for (int64_t i = 0; i < G * g->C; i++)
-        if (bv[i] < 0 || bv[i] >= g->Nb)
+        if (bv[i] < 0 || bv[i] >= g->Nb) {
+            free(inv);
             return E(DF_EFORMAT, "tensor 'garment/body_vertices': vertex %lld: body vertex %d "
                                  "out of range [0,%lld)",
                      (long long)(i / g->C), bv[i], (long long)g->Nb);
+        }
     g->cand = malloc((size_t)(G * g->C) * sizeof(int32_t));
     g->clear = xalloc((size_t)G);
     g->gs = ((size_t)G * 3 + 4 + 15) & ~(size_t)15;
     g->rest = xalloc(g->gs);
     g->tris = malloc((size_t)(g->T ? g->T : 1) * 3 * sizeof(uint32_t));
-    if (!g->cand || !g->clear || !g->rest || !g->tris) return E(DF_ENOMEM, "out of memory");
-    memcpy(g->cand, bv, (size_t)(G * g->C) * sizeof(int32_t));
-    memcpy(g->clear, tcl->data, (size_t)G * sizeof(float));
-    memcpy(g->rest, tp->data, (size_t)G * 3 * sizeof(float));
-    memcpy(g->tris, tri, (size_t)g->T * 3 * sizeof(uint32_t));
+    if (!g->cand || !g->clear || !g->rest || !g->tris) {
+        free(inv);
+        return E(DF_ENOMEM, "out of memory");
+    }
+    const float *clr = tcl->data, *rp = tp->data;
+    for (int64_t y = 0; y < G; y++) {
+        int64_t v = g->perm[y];
+        memcpy(g->cand + y * g->C, bv + v * g->C, (size_t)g->C * sizeof(int32_t));
+        g->clear[y] = clr[v];
+        memcpy(g->rest + 3 * y, rp + 3 * v, 3 * sizeof(float));
+    }
+    for (int64_t i = 0; i < 3 * g->T; i++) g->tris[i] = (uint32_t)inv[tri[i]];
+    free(inv);
 
     /* ---- examples: the pose model (template body) and the anchors */
     const df_tensor_t *tpr, *tpe, *tar, *tab, *tbs, *tmp_;
@@ -399,13 +525,18 @@ static int g_load(df_model_t *m, const df_st_t *st, const char *params, const df
     df__garment_rotvecs(tar->data, A * J, g->anc_rv);
     memcpy(g->anc_rot, tar->data, (size_t)(A * J * 4) * sizeof(float));
     for (int64_t i = 0; i < A * J; i++) df_quat_normalize(g->anc_rot + 4 * i);
-    for (int64_t e = 0; e < P; e++)
-        memcpy(g->pose_ex + e * g->gs, (const float *)tpe->data + e * G * 3,
-               (size_t)G * 3 * sizeof(float));
-    for (int64_t e = 0; e < A; e++)
-        memcpy(g->anc_base + e * g->gs, (const float *)tab->data + e * G * 3,
-               (size_t)G * 3 * sizeof(float));
-    memcpy(g->basis, tbs->data, (size_t)(A * g->k * G * 3) * sizeof(float));
+    for (int64_t y = 0; y < G; y++) { /* stored order */
+        int64_t v = g->perm[y];
+        for (int64_t e = 0; e < P; e++)
+            memcpy(g->pose_ex + e * g->gs + 3 * y, (const float *)tpe->data + (e * G + v) * 3,
+                   3 * sizeof(float));
+        for (int64_t e = 0; e < A; e++)
+            memcpy(g->anc_base + e * g->gs + 3 * y, (const float *)tab->data + (e * G + v) * 3,
+                   3 * sizeof(float));
+        for (int64_t e = 0; e < A * g->k; e++)
+            memcpy(g->basis + e * G * 3 + 3 * y, (const float *)tbs->data + (e * G + v) * 3,
+                   3 * sizeof(float));
+    }
     memcpy(g->map, tmp_->data, (size_t)(A * g->k * g->F) * sizeof(float));
     if ((rc = inverse_skins(g, tpr->data, P, g->pose_inv, "garment/pose_rotations", err)) ||
         (rc = inverse_skins(g, g->anc_rot, A, g->anc_inv0, "garment/anchor_rotations", err)))
@@ -413,7 +544,7 @@ static int g_load(df_model_t *m, const df_st_t *st, const char *params, const df
     g->nstate = R * (P + A);
 
     /* ---- mesh, names, inputs, outputs */
-    if ((rc = df__model_set_mesh(m, G, g->rest, g->T, g->tris)))
+    if ((rc = df__model_set_mesh(m, G, tp->data, g->T, (const uint32_t *)tri)))
         return E(rc, "cannot store the mesh");
     const char *const *names;
     size_t nn = df_model_names(b, "joints", &names);
