@@ -94,4 +94,47 @@ int df__rt_rigid_align(const float *x, const float *y, const float *w,
 /* 1 when K points are collinear or coincident (as above), else 0. */
 int df__rt_degenerate(const float *x, const float *w, int64_t K);
 
+/* ------------------------------------------- another topology (offline) */
+
+/* A mesh with blendshapes, borrowed arrays. */
+typedef struct df__rt_mesh {
+    int64_t nv, nt, M;
+    const float *pos;      /* [nv,3] */
+    const uint32_t *tri;   /* [nt,3] */
+    const float *deltas;   /* [M,nv,3] (source) or NULL (target) */
+} df__rt_mesh_t;
+
+typedef enum df__rt_transfer {
+    DF_RT_CLONE = 0,  /* expression cloning (Noh & Neumann) */
+    DF_RT_NAIVE = 1,  /* displacement of the nearest source vertex */
+    DF_RT_DT = 2,     /* deformation transfer (Sumner & Popovic) */
+} df__rt_transfer_t;
+
+/* The source's M shapes carried onto target t (rt_transfer.c): out [M,
+ * t->nv, 3] deltas. lm_s, lm_t: L corresponding landmark vertex indices.
+ * local_frames (expression cloning): turn and scale each displacement from
+ * the source's local frame into the target's (Noh & Neumann), or not.
+ * Errors: landmarks out of range, coincident, or not spanning 3D (the warp
+ * would be undetermined); CHOLMOD failures. */
+int df__rt_transfer(const df__rt_mesh_t *s, const df__rt_mesh_t *t, const int32_t *lm_s,
+                    const int32_t *lm_t, int64_t L, df__rt_transfer_t method, int local_frames,
+                    float *out, df_error_t *err);
+/* RBF warp (phi(r) = r plus affine) through L landmark pairs: coef
+ * [(L+4),3] OUT. */
+int df__rt_rbf_fit(const float *src, const float *dst, int64_t L, double *coef,
+                   df_error_t *err);
+/* warp x (and its Jacobian, row-major 3x3, when J != NULL) */
+void df__rt_rbf_eval(const float *src, int64_t L, const double *coef, const double x[3],
+                     double out[3], double J[9]);
+/* closest point of each of np points on the mesh (V double [nv,3]): the
+ * triangle and barycentric coordinates */
+int df__rt_closest(const double *V, int64_t nv, const uint32_t *T, int64_t nt, const double *P,
+                   const double *PN /* [np,3] unit normals or NULL */, int64_t np,
+                   int32_t *tri_out, float *bary_out, df_error_t *err);
+/* deformation transfer given each target triangle's source triangle; pin
+ * [t->nv] (or NULL): vertices held at rest */
+int df__rt_deformation_transfer(const df__rt_mesh_t *s, const df__rt_mesh_t *t,
+                                const int32_t *ctri, const uint8_t *pin, float *out,
+                                df_error_t *err);
+
 #endif

@@ -11,6 +11,9 @@
  *   deform retarget keyframes --source SRC --markers INDICES.txt
  *       --performance X.npy [--components N] --out BASIS.safetensors
  *       [--frames-out FRAMES.txt]
+ *   deform retarget transfer --source SRC --target MESH --source-landmarks A.txt
+ *       --target-landmarks B.txt [--method clone|naive|dt] [--local-frames on|off]
+ *       --out RIG.safetensors
  *
  * DESIGN
  * SRC and TGT are `rigged` models (a .safetensors file, REPO/NAME or a
@@ -59,7 +62,10 @@ static void usage(FILE *f)
             "       deform retarget apply MODEL (--weights W.npy | --markers X.npy) [--batch B]\n"
             "           [--params JSON] [--positions P.npy] [--target-weights T.npy] [--solved S.npy]\n"
             "       deform retarget keyframes --source SRC --markers INDICES.txt --performance X.npy\n"
-            "           [--components N] --out BASIS.safetensors [--frames-out FRAMES.txt]\n");
+            "           [--components N] --out BASIS.safetensors [--frames-out FRAMES.txt]\n"
+            "       deform retarget transfer --source SRC --target MESH --source-landmarks A.txt\n"
+            "           --target-landmarks B.txt [--method clone|naive|dt] [--local-frames on|off]\n"
+            "           --out RIG.safetensors\n");
 }
 
 /* ---------------------------------------------------------------- rigs */
@@ -874,6 +880,105 @@ out:
     return rc;
 }
 
+/* -------------------------------------------------------------- transfer */
+
+/* The source's shapes onto a target mesh of another topology: expression
+ * cloning, the naive nearest-vertex copy, or deformation transfer
+ * (core/retarget/rt_transfer.c). Writes the target as a `rigged` file with
+ * one shape per source control, named as the source's (serve it with
+ * `build --map names`). */
+static int cmd_transfer(int argc, char **argv)
+{
+    const char *src_arg = NULL, *tgt_arg = NULL, *lms = NULL, *lmt = NULL, *out = NULL;
+    const char *method = "clone", *frames = "on";
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int more = i + 1 < argc;
+        if (!strcmp(a, "--source") && more) src_arg = argv[++i];
+        else if (!strcmp(a, "--target") && more) tgt_arg = argv[++i];
+        else if (!strcmp(a, "--source-landmarks") && more) lms = argv[++i];
+        else if (!strcmp(a, "--target-landmarks") && more) lmt = argv[++i];
+        else if (!strcmp(a, "--method") && more) method = argv[++i];
+        else if (!strcmp(a, "--local-frames") && more) frames = argv[++i];
+        else if (!strcmp(a, "--out") && more) out = argv[++i];
+        else if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
+        else {
+            fprintf(stderr, "deform retarget transfer: unknown or incomplete option '%s'\n", a);
+            usage(stderr);
+            return 2;
+        }
+    }
+    df__rt_transfer_t mt;
+    if (!strcmp(method, "clone")) mt = DF_RT_CLONE;
+    else if (!strcmp(method, "naive")) mt = DF_RT_NAIVE;
+    else if (!strcmp(method, "dt")) mt = DF_RT_DT;
+    else {
+        fprintf(stderr, "deform retarget transfer: --method must be clone, naive or dt\n");
+        return 2;
+    }
+    if (strcmp(frames, "on") && strcmp(frames, "off")) {
+        fprintf(stderr, "deform retarget transfer: --local-frames must be on or off\n");
+        return 2;
+    }
+    if (!src_arg || !tgt_arg || !out || (mt != DF_RT_NAIVE && (!lms || !lmt))) {
+        fprintf(stderr, "deform retarget transfer: --source, --target, --out and (except for "
+                        "--method naive) --source-landmarks, --target-landmarks are required\n");
+        return 2;
+    }
+    df_error_t err = {0};
+    rig_t src;
+    memset(&src, 0, sizeof src);
+    df_st_t *tst = NULL;
+    int32_t *ls = NULL, *lt = NULL;
+    float *D = NULL;
+    int rc = 1;
+    int64_t nls = 0, nlt = 0;
+    if (rig_open(src_arg, "source", &src, &err)) DIE("%s", err.msg);
+    const df_tensor_t *tp, *tt, *st_tri;
+    int64_t s2[2] = {-1, 3};
+    if (df_st_open(tgt_arg, NULL, &tst, &err) ||
+        df_st_require(tst, "positions", DF_DT_F32, 2, s2, 0, &tp, &err) ||
+        df_st_require(tst, "triangles", DF_DT_I32, 2, s2, 0, &tt, &err) ||
+        df_st_require(src.st, "triangles", DF_DT_I32, 2, s2, 0, &st_tri, &err))
+        DIE("%s", err.msg);
+    for (int64_t i = 0; i < 3 * tt->shape[0]; i++)
+        if (((const int32_t *)tt->data)[i] < 0 || ((const int32_t *)tt->data)[i] >= tp->shape[0])
+            DIE("%s: triangle %lld uses a vertex out of range", tgt_arg, (long long)(i / 3));
+    for (int64_t i = 0; i < 3 * st_tri->shape[0]; i++)
+        if (((const int32_t *)st_tri->data)[i] < 0 || ((const int32_t *)st_tri->data)[i] >= src.N)
+            DIE("%s: triangle %lld uses a vertex out of range", src_arg, (long long)(i / 3));
+    if (lms && (read_indices(lms, &ls, &nls, &err) || read_indices(lmt, &lt, &nlt, &err)))
+        DIE("%s", err.msg);
+    if (nls != nlt) DIE("%lld source landmarks but %lld target landmarks", (long long)nls, (long long)nlt);
+    df__rt_mesh_t sm = {src.N, st_tri->shape[0], src.M, src.pos, st_tri->data, src.deltas};
+    df__rt_mesh_t tm = {tp->shape[0], tt->shape[0], 0, tp->data, tt->data, NULL};
+    D = malloc(sizeof(float) * (size_t)(src.M * tm.nv * 3));
+    if (!D) DIE("out of memory");
+    double t0 = now_s();
+    if (df__rt_transfer(&sm, &tm, ls, lt, nls, mt, !strcmp(frames, "on"), D, &err))
+        DIE("%s", err.msg);
+    df_rigged_data_t d;
+    memset(&d, 0, sizeof d);
+    d.n_vertices = tm.nv;
+    d.positions = (float *)tm.pos;
+    d.n_triangles = tm.nt;
+    d.triangles = (uint32_t *)tm.tri;
+    d.n_morphs = src.M;
+    d.morph_deltas = D;
+    d.morph_names = src.names;
+    if (df_rigged_write(&d, out, &err)) DIE("%s", err.msg);
+    printf("transfer (%s): %lld source shapes onto %lld target vertices in %.2fs; wrote %s\n",
+           method, (long long)src.M, (long long)tm.nv, now_s() - t0, out);
+    rc = 0;
+out:
+    rig_free(&src);
+    df_st_close(&tst);
+    free(ls);
+    free(lt);
+    free(D);
+    return rc;
+}
+
 int cmd_retarget(int argc, char **argv)
 {
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
@@ -883,6 +988,7 @@ int cmd_retarget(int argc, char **argv)
     if (!strcmp(argv[1], "build")) return cmd_build(argc - 1, argv + 1);
     if (!strcmp(argv[1], "apply")) return cmd_apply(argc - 1, argv + 1);
     if (!strcmp(argv[1], "keyframes")) return cmd_keyframes(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "transfer")) return cmd_transfer(argc - 1, argv + 1);
     fprintf(stderr, "deform retarget: unknown subcommand '%s'\n", argv[1]);
     usage(stderr);
     return 2;

@@ -20,6 +20,14 @@ Two stages, both deterministic (fixed seeds, numpy's PCG64):
                                           (gain s, asymmetry a), the truth
         clone_source.npy    f32 [P,55]    P corresponding poses: source
         clone_target.npy    f32 [P,25]    ... and T1 weights
+        t2_neutral.npy      f32 [N2,3]    target T2: a third identity remeshed
+        t2_triangles.npy    i32 [T2,3]    (Blender's Decimate, collapse, 0.45;
+                                          --blender BIN), each vertex moved
+                                          onto the original surface
+        t2_bary.npy         f32 [N2,4]    its original triangle (index) and
+                                          barycentric coordinates: the truth
+        t2_landmarks68.txt                the 68 landmarks on T2 (nearest T2
+                                          vertex, each used once)
         LICENSE                           the ICT licence (MIT), unchanged
       float16 deltas keep 1e-3 cm (0.01 mm) of the float32 originals.
 
@@ -66,6 +74,11 @@ NOISE_MM = (0, 0.5, 1, 2)
 
 # T1: identity coefficients (on the first ICT identity modes)
 T1_IDENTITY = [1.8, -1.2, 1.0, 0.6, -0.8, 0.5, -0.4, 0.3]
+
+# T2: a third identity, remeshed by Blender's Decimate (collapse) to this
+# fraction of the triangles
+T2_IDENTITY = [-1.6, 1.3, -1.1, 0.8, 0.7, -0.6, 0.5, -0.4]
+T2_RATIO = 0.45
 
 # T1's style of each source shape: name prefix -> (gain, asymmetry)
 T1_STYLE = [
@@ -222,8 +235,167 @@ def cmd_reduce(args):
                                x, rng)
     np.save(o("clone_source.npy"), V)
     np.save(o("clone_target.npy"), W)
+    make_t2(neutral, ident, quads, [int(i) for i in lm], args.out, args.blender)
     log("wrote %s: source %d shapes, T1 %d shapes, %d corresponding poses" %
         (args.out, len(names), len(tn), len(V)))
+
+
+# ------------------------------------------------------------------- T2
+
+BLENDER_DECIMATE = """
+import bpy, sys
+argv = sys.argv[sys.argv.index("--") + 1:]
+bpy.ops.wm.read_factory_settings(use_empty=True)
+bpy.ops.wm.obj_import(filepath=argv[0])
+ob = bpy.context.selected_objects[0]
+bpy.context.view_layer.objects.active = ob
+mod = ob.modifiers.new("dec", "DECIMATE")
+mod.decimate_type = "COLLAPSE"
+mod.ratio = float(argv[2])
+mod.use_collapse_triangulate = True
+bpy.ops.object.modifier_apply(modifier="dec")
+bpy.ops.wm.obj_export(filepath=argv[1], export_selected_objects=True, export_materials=False,
+                      export_normals=False, export_uv=False, export_triangulated_mesh=True)
+"""
+
+
+def write_obj(path, v, f):
+    with open(path, "w") as o:
+        for p in v:
+            o.write("v %.6f %.6f %.6f\n" % tuple(p))
+        for t in f:
+            o.write("f %d %d %d\n" % tuple(t + 1))
+
+
+def read_obj(path):
+    v, f = [], []
+    for line in open(path):
+        p = line.split()
+        if not p:
+            continue
+        if p[0] == "v":
+            v.append([float(x) for x in p[1:4]])
+        elif p[0] == "f":
+            f.append([int(x.split("/")[0]) - 1 for x in p[1:4]])
+    return np.array(v, np.float64), np.array(f, np.int64)
+
+
+def closest_on_triangles(p, a, b, c):
+    """Closest points to p [n,3] on triangles (a, b, c) [n,3]: barycentric
+    coordinates [n,3] (Ericson, Real-Time Collision Detection 5.1.5)."""
+    ab, ac, ap = b - a, c - a, p - a
+    d1, d2 = (ab * ap).sum(1), (ac * ap).sum(1)
+    bp = p - b
+    d3, d4 = (ab * bp).sum(1), (ac * bp).sum(1)
+    cp = p - c
+    d5, d6 = (ab * cp).sum(1), (ac * cp).sum(1)
+    va = d3 * d6 - d5 * d4
+    vb = d5 * d2 - d1 * d6
+    vc = d1 * d4 - d3 * d2
+    den = va + vb + vc
+    den = np.where(np.abs(den) < 1e-30, 1e-30, den)
+    v, w = vb / den, vc / den
+    bary = np.stack([1 - v - w, v, w], 1)
+    # regions outside the face: clamp to edges / vertices
+    def edge(t, i, j):
+        r = np.zeros((len(t), 3))
+        r[:, i], r[:, j] = 1 - t, t
+        return r
+    with np.errstate(divide="ignore", invalid="ignore"):
+        cases = [
+            (d1 <= 0) & (d2 <= 0), edge(np.zeros(len(p)), 0, 1),
+            (d3 >= 0) & (d4 <= d3), edge(np.ones(len(p)), 0, 1),
+            (vc <= 0) & (d1 >= 0) & (d3 <= 0), edge(d1 / (d1 - d3), 0, 1),
+            (d6 >= 0) & (d5 <= d6), edge(np.ones(len(p)), 0, 2),
+            (vb <= 0) & (d2 >= 0) & (d6 <= 0), edge(d2 / (d2 - d6), 0, 2),
+            (va <= 0) & ((d4 - d3) >= 0) & ((d5 - d6) >= 0),
+            edge((d4 - d3) / ((d4 - d3) + (d5 - d6)), 1, 2),
+        ]
+    done = np.zeros(len(p), bool)
+    for k in range(0, len(cases), 2):
+        m = cases[k] & ~done
+        bary[m] = cases[k + 1][m]
+        done |= m
+    return bary
+
+
+def project_to_surface(pts, verts, tris, k=12):
+    """For each point: the triangle of (verts, tris) holding its closest
+    point and the barycentric coordinates there. Candidates: the triangles
+    around the k nearest vertices."""
+    inc = [[] for _ in range(len(verts))]
+    for t, f in enumerate(tris):
+        for v in f:
+            inc[v].append(t)
+    out_t = np.zeros(len(pts), np.int64)
+    out_b = np.zeros((len(pts), 3))
+    for i0 in range(0, len(pts), 256):
+        P = pts[i0:i0 + 256]
+        d = ((P[:, None, :] - verts[None, :, :]) ** 2).sum(2)
+        near = np.argpartition(d, k, axis=1)[:, :k]
+        for r, p in enumerate(P):
+            cand = np.unique(np.concatenate([inc[v] for v in near[r]]))
+            tri = tris[cand]
+            bb = closest_on_triangles(np.repeat(p[None], len(cand), 0), verts[tri[:, 0]],
+                                      verts[tri[:, 1]], verts[tri[:, 2]])
+            q = (bb[:, :, None] * verts[tri]).sum(1)
+            j = ((q - p) ** 2).sum(1).argmin()
+            out_t[i0 + r], out_b[i0 + r] = cand[j], bb[j]
+    return out_t, out_b
+
+
+def make_t2(neutral, ident, quads, lm, out, blender):
+    """T2: the third identity remeshed by Blender's Decimate, each new vertex
+    moved onto the original surface (closest point), which gives the truth
+    of every expression by barycentric interpolation."""
+    import subprocess
+    import tempfile
+    a = np.zeros(ident.shape[0], np.float32)
+    a[:len(T2_IDENTITY)] = T2_IDENTITY
+    full = (neutral + np.tensordot(a, ident, axes=1)).astype(np.float64)
+    tris = triangles(quads).astype(np.int64)
+    with tempfile.TemporaryDirectory() as tmp:
+        src, dst, script = (os.path.join(tmp, n) for n in ("in.obj", "out.obj", "dec.py"))
+        write_obj(src, full, tris)
+        with open(script, "w") as f:
+            f.write(BLENDER_DECIMATE)
+        r = subprocess.run([blender, "-b", "--factory-startup", "--python", script, "--",
+                            src, dst, str(T2_RATIO)], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True)
+        if r.returncode or not os.path.exists(dst):
+            sys.exit("make_data: blender decimate failed:\n" + r.stdout[-2000:])
+        v2, f2 = read_obj(dst)
+    # drop vertices no triangle uses, then put every vertex on the surface
+    used = np.unique(f2)
+    remap = -np.ones(len(v2), np.int64)
+    remap[used] = np.arange(len(used))
+    v2, f2 = v2[used], remap[f2]
+    t, b = project_to_surface(v2, full, tris)
+    v2 = (b[:, :, None] * full[tris[t]]).sum(1)
+    # landmarks: the nearest T2 vertex to each landmark, each used once
+    lm2, taken = [], set()
+    for v in lm:
+        order = np.argsort(((v2 - full[v]) ** 2).sum(1))
+        j = next(int(j) for j in order if int(j) not in taken)
+        taken.add(j)
+        lm2.append(j)
+    np.save(os.path.join(out, "t2_neutral.npy"), v2.astype(np.float32))
+    np.save(os.path.join(out, "t2_triangles.npy"), f2.astype(np.int32))
+    np.save(os.path.join(out, "t2_bary.npy"),
+            np.concatenate([t[:, None].astype(np.float32), b.astype(np.float32)], 1))
+    with open(os.path.join(out, "t2_landmarks68.txt"), "w") as f:
+        f.write("\n".join(str(j) for j in lm2) + "\n")
+    log("T2: %d vertices, %d triangles (the source: %d, %d)" % (len(v2), len(f2),
+                                                               len(full), len(tris)))
+
+
+def t2_truth_deltas(D):
+    """The source deltas carried onto T2's vertices by their barycentric
+    coordinates on the original surface [55,N2,3]."""
+    tb = D["t2_bary"]
+    t, b = tb[:, 0].astype(np.int64), tb[:, 1:].astype(np.float32)
+    tri = triangles(D["quads"])[t]
+    return (D["deltas"][:, tri, :] * b[None, :, :, None]).sum(2)
 
 
 # ---------------------------------------------------------------- build
@@ -268,6 +440,10 @@ def load_reduced(d):
         "t1_deltas": np.load(r("t1_deltas.npy")).astype(np.float32),
         "t1_names": read_names(r("t1_names.txt")),
         "t1_style": np.load(r("t1_style.npy")),
+        "t2_neutral": np.load(r("t2_neutral.npy")),
+        "t2_triangles": np.load(r("t2_triangles.npy")),
+        "t2_bary": np.load(r("t2_bary.npy")),
+        "t2_landmarks": np.array([int(i) for i in read_names(r("t2_landmarks68.txt"))]),
     }
     return D
 
@@ -335,6 +511,11 @@ def cmd_build(args):
                 D["names"])
     rigged_file(o("t1.safetensors"), D["t1_neutral"], tris, D["t1_deltas"],
                 D["t1_names"])
+    write_safetensors(o("t2.safetensors"), [("positions", D["t2_neutral"]),
+                                            ("triangles", D["t2_triangles"])],
+                      {"kind": "rigged", "format_version": "1"})
+    with open(o("t2_landmarks68.txt"), "w") as f:
+        f.write("\n".join(str(i) for i in D["t2_landmarks"]) + "\n")
     # face height: vertical extent of T1's 68 landmarks (chin to brows)
     lmk = D["t1_neutral"][D["landmarks"]]
     height = float(lmk[:, 1].max() - lmk[:, 1].min())
@@ -397,6 +578,7 @@ def main():
     r = sub.add_parser("reduce", help="ICT data -> the reduced copy")
     r.add_argument("--ict", required=True, help="the ICT face data directory")
     r.add_argument("--out", required=True)
+    r.add_argument("--blender", default="blender", help="Blender (T2's decimation)")
     b = sub.add_parser("build", help="reduced copy -> rigs + performances")
     b.add_argument("--data", required=True, help="the reduced copy")
     b.add_argument("--out", required=True)

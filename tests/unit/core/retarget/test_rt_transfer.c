@@ -1,0 +1,279 @@
+/* test_rt_transfer.c — blendshapes onto another topology
+ * (core/retarget/rt_transfer.c) against references computed here:
+ *  - the landmark warp interpolates its landmarks and reproduces an affine
+ *    map exactly (value and Jacobian); coincident or coplanar landmarks are
+ *    refused;
+ *  - closest points are no farther than any vertex or any point of a dense
+ *    barycentric sampling of every triangle;
+ *  - on a curved sheet remeshed at another resolution: a displacement field
+ *    affine in position is carried exactly by expression cloning (no local
+ *    frames) and deformation transfer reproduces a uniform stretch's
+ *    gradient; the naive copy equals a brute-force nearest-vertex copy.
+ */
+#include "dftest.h"
+#include "retarget/retarget.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t rs = 0x9E3779B97F4A7C15ull;
+static double urand(void)
+{
+    rs ^= rs << 13;
+    rs ^= rs >> 7;
+    rs ^= rs << 17;
+    return (double)(rs >> 11) / 9007199254740992.0;
+}
+
+/* a curved sheet z = 0.1 (x^2 - y^2) over [-1,1]^2 as an n x n grid */
+static void sheet(int n, float *P, uint32_t *T)
+{
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < n; j++) {
+            double x = -1 + 2.0 * i / (n - 1), y = -1 + 2.0 * j / (n - 1);
+            float *p = P + 3 * (i * n + j);
+            p[0] = (float)x, p[1] = (float)y, p[2] = (float)(0.1 * (x * x - y * y));
+        }
+    int t = 0;
+    for (int i = 0; i + 1 < n; i++)
+        for (int j = 0; j + 1 < n; j++) {
+            uint32_t a = (uint32_t)(i * n + j), b = a + 1, c = a + (uint32_t)n, d = c + 1;
+            uint32_t f[6] = {a, c, b, b, c, d};
+            memcpy(T + 6 * t++, f, sizeof f);
+        }
+}
+
+static void test_rbf(void)
+{
+    enum { L = 20 };
+    float s[3 * L], d[3 * L];
+    double A[9] = {1.2, 0.1, -0.3, 0.05, 0.9, 0.2, 0.1, -0.1, 1.1}, b[3] = {0.5, -2, 3};
+    for (int i = 0; i < 3 * L; i++) s[i] = (float)(4 * urand() - 2);
+    for (int i = 0; i < L; i++)
+        for (int r = 0; r < 3; r++)
+            d[3 * i + r] = (float)(A[3 * r] * s[3 * i] + A[3 * r + 1] * s[3 * i + 1] +
+                                   A[3 * r + 2] * s[3 * i + 2] + b[r]);
+    double coef[3 * (L + 4)];
+    df_error_t err = {0};
+    DF_CHECK_MSG(df__rt_rbf_fit(s, d, L, coef, &err) == 0, "%s", err.msg);
+    for (int k = 0; k < 50; k++) {
+        double x[3] = {4 * urand() - 2, 4 * urand() - 2, 4 * urand() - 2}, y[3], J[9];
+        df__rt_rbf_eval(s, L, coef, x, y, J);
+        for (int r = 0; r < 3; r++) {
+            double want = A[3 * r] * x[0] + A[3 * r + 1] * x[1] + A[3 * r + 2] * x[2] + b[r];
+            DF_CHECK_NEAR(y[r], want, 1e-5);
+            for (int c = 0; c < 3; c++) DF_CHECK_NEAR(J[3 * r + c], A[3 * r + c], 1e-5);
+        }
+    }
+    /* a non-affine target: the landmarks themselves are interpolated */
+    for (int i = 0; i < 3 * L; i++) d[i] += (float)(0.3 * sin(5.0 * s[i]));
+    DF_CHECK(df__rt_rbf_fit(s, d, L, coef, &err) == 0);
+    for (int i = 0; i < L; i++) {
+        double x[3] = {s[3 * i], s[3 * i + 1], s[3 * i + 2]}, y[3];
+        df__rt_rbf_eval(s, L, coef, x, y, NULL);
+        for (int r = 0; r < 3; r++) DF_CHECK_NEAR(y[r], d[3 * i + r], 1e-4);
+    }
+    /* its Jacobian against central differences */
+    for (int k = 0; k < 20; k++) {
+        double x[3] = {3 * urand() - 1.5, 3 * urand() - 1.5, 3 * urand() - 1.5}, y[3], J[9];
+        df__rt_rbf_eval(s, L, coef, x, y, J);
+        for (int c = 0; c < 3; c++) {
+            double xp[3] = {x[0], x[1], x[2]}, xm[3] = {x[0], x[1], x[2]}, yp[3], ym[3];
+            xp[c] += 1e-5, xm[c] -= 1e-5;
+            df__rt_rbf_eval(s, L, coef, xp, yp, NULL);
+            df__rt_rbf_eval(s, L, coef, xm, ym, NULL);
+            for (int r = 0; r < 3; r++) DF_CHECK_NEAR(J[3 * r + c], (yp[r] - ym[r]) / 2e-5, 1e-4);
+        }
+    }
+    /* refused: a duplicated landmark, coplanar landmarks */
+    float s2[3 * L];
+    memcpy(s2, s, sizeof s2);
+    memcpy(s2 + 3 * 9, s2 + 3 * 4, 3 * sizeof(float));
+    DF_CHECK(df__rt_rbf_fit(s2, d, L, coef, &err) == DF_EINVAL);
+    DF_CHECK_MSG(strstr(err.msg, "source landmarks 4 and 9 coincide"), "%s", err.msg);
+    for (int i = 0; i < L; i++) s2[3 * i + 2] = 0.0f, s2[3 * i] = (float)i, s2[3 * i + 1] = (float)(i * i % 7);
+    DF_CHECK(df__rt_rbf_fit(s2, d, L, coef, &err) == DF_EINVAL);
+    DF_CHECK_MSG(strstr(err.msg, "coplanar"), "%s", err.msg);
+}
+
+static void test_closest(void)
+{
+    enum { N = 9 };
+    float P[3 * N * N];
+    uint32_t T[6 * (N - 1) * (N - 1)];
+    sheet(N, P, T);
+    int64_t nt = 2 * (N - 1) * (N - 1);
+    double V[3 * N * N];
+    for (int i = 0; i < 3 * N * N; i++) V[i] = P[i];
+    enum { Q = 60 };
+    double q[3 * Q];
+    for (int i = 0; i < Q; i++) {
+        q[3 * i] = 2.4 * urand() - 1.2, q[3 * i + 1] = 2.4 * urand() - 1.2;
+        q[3 * i + 2] = 0.6 * urand() - 0.3;
+    }
+    int32_t tri[Q];
+    float bary[3 * Q];
+    df_error_t err = {0};
+    DF_CHECK(df__rt_closest(V, N * N, T, nt, q, NULL, Q, tri, bary, &err) == 0);
+    for (int i = 0; i < Q; i++) {
+        const uint32_t *f = T + 3 * tri[i];
+        double x[3] = {0, 0, 0};
+        for (int k = 0; k < 3; k++) {
+            DF_CHECK(bary[3 * i + k] >= -1e-6f);
+            for (int d = 0; d < 3; d++) x[d] += bary[3 * i + k] * V[3 * f[k] + d];
+        }
+        double dq = 0;
+        for (int d = 0; d < 3; d++) dq += (x[d] - q[3 * i + d]) * (x[d] - q[3 * i + d]);
+        double best = INFINITY; /* dense sampling of every triangle */
+        for (int64_t t = 0; t < nt; t++)
+            for (int a = 0; a <= 20; a++)
+                for (int b = 0; a + b <= 20; b++) {
+                    double u = a / 20.0, v = b / 20.0, w = 1 - u - v, y[3], e = 0;
+                    for (int d = 0; d < 3; d++)
+                        y[d] = u * V[3 * T[3 * t] + d] + v * V[3 * T[3 * t + 1] + d] +
+                               w * V[3 * T[3 * t + 2] + d];
+                    for (int d = 0; d < 3; d++) e += (y[d] - q[3 * i + d]) * (y[d] - q[3 * i + d]);
+                    if (e < best) best = e;
+                }
+        DF_CHECK_MSG(sqrt(dq) <= sqrt(best) + 1e-9, "query %d: %g vs sampled %g", i, sqrt(dq),
+                     sqrt(best));
+    }
+}
+
+/* source: 17 x 17 sheet; target: 12 x 12 sheet of the same surface moved
+ * by a translation; landmarks: the corners, centre and edge midpoints of
+ * both (the same surface points) */
+enum { NS = 17, NT = 12, M = 2 };
+static float sp[3 * NS * NS], tp[3 * NT * NT], sd[M * 3 * NS * NS];
+static uint32_t st[6 * (NS - 1) * (NS - 1)], tt[6 * (NT - 1) * (NT - 1)];
+static const double shift[3] = {0.3, -0.2, 0.5};
+
+static void field(int j, const float *p, double *o) /* shape j's displacement */
+{
+    if (j == 0) { /* affine in position */
+        o[0] = 0.05 * p[0] + 0.02 * p[1] + 0.01;
+        o[1] = -0.03 * p[0] + 0.04 * p[2];
+        o[2] = 0.06 * p[1] - 0.02;
+    } else { /* a uniform stretch of x by 10 % */
+        o[0] = 0.1 * p[0], o[1] = 0, o[2] = 0;
+    }
+}
+
+static void setup_sheets(df__rt_mesh_t *s, df__rt_mesh_t *t, int32_t *ls, int32_t *lt)
+{
+    sheet(NS, sp, st);
+    sheet(NT, tp, tt);
+    for (int v = 0; v < NT * NT; v++)
+        for (int d = 0; d < 3; d++) tp[3 * v + d] += (float)shift[d];
+    for (int j = 0; j < M; j++)
+        for (int v = 0; v < NS * NS; v++) {
+            double o[3];
+            field(j, sp + 3 * v, o);
+            for (int d = 0; d < 3; d++) sd[(j * NS * NS + v) * 3 + d] = (float)o[d];
+        }
+    /* the four corners coincide on both grids */
+    int sidx[4] = {0, NS - 1, NS * (NS - 1), NS * NS - 1};
+    int tidx[4] = {0, NT - 1, NT * (NT - 1), NT * NT - 1};
+    for (int i = 0; i < 4; i++) ls[i] = sidx[i], lt[i] = tidx[i];
+    s->nv = NS * NS, s->nt = 2 * (NS - 1) * (NS - 1), s->M = M, s->pos = sp, s->tri = st, s->deltas = sd;
+    t->nv = NT * NT, t->nt = 2 * (NT - 1) * (NT - 1), t->M = 0, t->pos = tp, t->tri = tt, t->deltas = NULL;
+}
+
+static void test_transfer(void)
+{
+    df__rt_mesh_t s, t;
+    int32_t ls[8], lt[8];
+    setup_sheets(&s, &t, ls, lt);
+    /* the corners alone are coplanar (the warp's affine part would be
+     * undetermined): four interior target vertices join them, with their
+     * exact points on the source sheet (the vertex minus the shift) added
+     * to the source as extra vertices that no triangle uses */
+    int nl = 4;
+    int tv[4] = {5 * NT + 5, 2 * NT + 8, 9 * NT + 3, 7 * NT + 10};
+    static float sp2[3 * (NS * NS + 4)], sd2[M * 3 * (NS * NS + 4)];
+    memcpy(sp2, sp, sizeof sp);
+    for (int k = 0; k < 4; k++) {
+        for (int d = 0; d < 3; d++) sp2[3 * (NS * NS + k) + d] = (float)(tp[3 * tv[k] + d] - shift[d]);
+        ls[nl + k] = NS * NS + k;
+        lt[nl + k] = tv[k];
+    }
+    for (int j = 0; j < M; j++)
+        for (int v = 0; v < NS * NS + 4; v++) {
+            double o[3];
+            field(j, sp2 + 3 * v, o);
+            for (int d = 0; d < 3; d++) sd2[(j * (NS * NS + 4) + v) * 3 + d] = (float)o[d];
+        }
+    s.nv = NS * NS + 4, s.pos = sp2, s.deltas = sd2;
+    nl = 8;
+    float *out = malloc(sizeof(float) * (size_t)(M * 3 * NT * NT));
+    df_error_t err = {0};
+    /* expression cloning without local frames: the warp is the translation,
+     * so each target vertex's source point is itself minus the shift, and a
+     * field affine in position is interpolated exactly */
+    DF_CHECK_MSG(df__rt_transfer(&s, &t, ls, lt, nl, DF_RT_CLONE, 0, out, &err) == 0, "%s", err.msg);
+    double worst = 0;
+    for (int v = 0; v < NT * NT; v++) {
+        float p[3];
+        for (int d = 0; d < 3; d++) p[d] = (float)(tp[3 * v + d] - shift[d]);
+        double o[3];
+        field(0, p, o);
+        for (int d = 0; d < 3; d++) worst = fmax(worst, fabs(out[3 * v + d] - o[d]));
+    }
+    /* the sheet is curved: a target vertex lies off the source's flat
+     * triangles by up to the chord error, where the field differs by its
+     * gradient (0.06) times that */
+    DF_CHECK_MSG(worst < 2e-4, "clone, affine field: max error %g", worst);
+    /* with local frames the warp is a translation (Jacobian I) and the
+     * normals nearly agree: the same within the normals' chord error */
+    DF_CHECK(df__rt_transfer(&s, &t, ls, lt, nl, DF_RT_CLONE, 1, out, &err) == 0);
+    worst = 0;
+    for (int v = 0; v < NT * NT; v++) {
+        float p[3];
+        for (int d = 0; d < 3; d++) p[d] = (float)(tp[3 * v + d] - shift[d]);
+        double o[3];
+        field(0, p, o);
+        for (int d = 0; d < 3; d++) worst = fmax(worst, fabs(out[3 * v + d] - o[d]));
+    }
+    DF_CHECK_MSG(worst < 5e-3, "clone with local frames: max error %g", worst);
+    /* deformation transfer of the stretch: every target edge stretched by
+     * 10 % in x (the solution is defined up to a translation) */
+    DF_CHECK_MSG(df__rt_transfer(&s, &t, ls, lt, nl, DF_RT_DT, 1, out, &err) == 0, "%s", err.msg);
+    worst = 0;
+    const float *o1 = out + 3 * NT * NT;
+    for (int f = 0; f < 2 * (NT - 1) * (NT - 1); f++)
+        for (int k = 0; k < 3; k++) {
+            uint32_t a = tt[3 * f + k], b = tt[3 * f + (k + 1) % 3];
+            double want = 0.1 * (tp[3 * b] - tp[3 * a]);
+            worst = fmax(worst, fabs((o1[3 * b] - o1[3 * a]) - want));
+            for (int d = 1; d < 3; d++) worst = fmax(worst, fabs(o1[3 * b + d] - o1[3 * a + d]));
+        }
+    DF_CHECK_MSG(worst < 2e-3, "deformation transfer, stretch: max edge error %g", worst);
+    /* naive: the nearest source vertex's displacement, brute force here */
+    DF_CHECK(df__rt_transfer(&s, &t, ls, lt, nl, DF_RT_NAIVE, 0, out, &err) == 0);
+    int same = 1;
+    for (int v = 0; v < NT * NT; v++) {
+        double best = INFINITY;
+        int bi = 0;
+        for (int u = 0; u < (int)s.nv; u++) {
+            double e = 0;
+            for (int d = 0; d < 3; d++) e += (sp2[3 * u + d] - tp[3 * v + d]) * (sp2[3 * u + d] - tp[3 * v + d]);
+            if (e < best) best = e, bi = u;
+        }
+        for (int d = 0; d < 3; d++) same &= out[3 * v + d] == sd2[3 * bi + d];
+    }
+    DF_CHECK(same);
+    /* refused: a landmark out of range */
+    lt[2] = NT * NT + 5;
+    DF_CHECK(df__rt_transfer(&s, &t, ls, lt, nl, DF_RT_CLONE, 1, out, &err) == DF_EINVAL);
+    DF_CHECK_MSG(strstr(err.msg, "landmark 2"), "%s", err.msg);
+    free(out);
+}
+
+int main(void)
+{
+    DF_RUN(test_rbf);
+    DF_RUN(test_closest);
+    DF_RUN(test_transfer);
+    return dftest_exit();
+}
