@@ -49,32 +49,29 @@ function decodePng(buf) {
     const src = raw.subarray(y * (stride + 1) + 1, (y + 1) * (stride + 1));
     const row = px.subarray(y * stride, (y + 1) * stride);
     const prev = y ? px.subarray((y - 1) * stride, y * stride) : new Uint8Array(stride);
-    for (let x = 0; x < stride; x++) {
-      const a = x >= channels ? row[x - channels] : 0;
-      const b = prev[x];
-      const c = x >= channels ? prev[x - channels] : 0;
-      let v;
-      switch (f) {
-        case 0: v = 0; break;
-        case 1: v = a; break;
-        case 2: v = b; break;
-        case 3: v = (a + b) >> 1; break;
-        case 4: {
-          const p = a + b - c, pa = Math.abs(p - a), pb = Math.abs(p - b), pc = Math.abs(p - c);
-          v = pa <= pb && pa <= pc ? a : pb <= pc ? b : c;
-          break;
+    const C = channels;
+    switch (f) {
+      case 0: row.set(src); break;
+      case 1: for (let x = 0; x < stride; x++) row[x] = (src[x] + (x >= C ? row[x - C] : 0)) & 255; break;
+      case 2: for (let x = 0; x < stride; x++) row[x] = (src[x] + prev[x]) & 255; break;
+      case 3: for (let x = 0; x < stride; x++) row[x] = (src[x] + (((x >= C ? row[x - C] : 0) + prev[x]) >> 1)) & 255; break;
+      case 4:
+        for (let x = 0; x < stride; x++) {
+          const l = x >= C ? row[x - C] : 0, u = prev[x], ul = x >= C ? prev[x - C] : 0;
+          const p = l + u - ul, pa = Math.abs(p - l), pb = Math.abs(p - u), pc = Math.abs(p - ul);
+          row[x] = (src[x] + (pa <= pb && pa <= pc ? l : pb <= pc ? u : ul)) & 255;
         }
-        default: throw new Error(`PNG filter ${f} on row ${y}`);
-      }
-      row[x] = (src[x] + v) & 255;
+        break;
+      default: throw new Error(`PNG filter ${f} on row ${y}`);
     }
   }
   const rgba = new Uint8Array(w * h * 4);
-  for (let i = 0; i < w * h; i++) {
-    const s = px.subarray(i * channels, (i + 1) * channels);
-    const [r, g, b, al] = channels === 1 ? [s[0], s[0], s[0], 255] : channels === 2 ? [s[0], s[0], s[0], s[1]]
-      : channels === 3 ? [s[0], s[1], s[2], 255] : [s[0], s[1], s[2], s[3]];
-    rgba.set([r, g, b, al], i * 4);
+  for (let i = 0, j = 0; i < w * h; i++, j += channels) {
+    const grey = channels < 3;
+    rgba[4 * i] = px[j];
+    rgba[4 * i + 1] = grey ? px[j] : px[j + 1];
+    rgba[4 * i + 2] = grey ? px[j] : px[j + 2];
+    rgba[4 * i + 3] = channels === 2 ? px[j + 1] : channels === 4 ? px[j + 3] : 255;
   }
   return { width: w, height: h, rgba };
 }
