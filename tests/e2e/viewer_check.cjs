@@ -338,7 +338,10 @@ const waitShown = (page, name) => page.waitForFunction((n) => window.viewer.stat
     await page.click('#resetpose');
     await page.waitForFunction((n0) => window.viewer.state.frames > n0 && !window.viewer.state.inflight, nr, { timeout: 30000 });
     await page.setViewportSize(NARROW);
-    await page.waitForFunction((w) => document.querySelector('#view canvas').width === w * devicePixelRatio, NARROW.width, { timeout: 10000 });
+    await page.waitForFunction(() => { // the drawing buffer follows the canvas's new size
+      const c = document.querySelector('#view canvas');
+      return c.width === Math.round(c.getBoundingClientRect().width * devicePixelRatio);
+    }, null, { timeout: 10000 });
     await page.evaluate(() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r))));
     const n0 = await shot(page, 'viewer-narrow-wuson.png');
     checkInFrame('viewer-narrow-mesh-in-frame', n0);
