@@ -13,6 +13,9 @@
 # binary-data extension). Tolerance: 1e-4 cm on positions (of a 12.6 cm
 # face) and 1e-4 on weights (float rounding differs between batch
 # compositions: sgemv for one pose, sgemm for several).
+# T2 (another topology): expression cloning and deformation transfer closer
+# to the truth than the naive copy (the better one 2x), served with the
+# names map.
 # Refused, with the reason named: p < m corresponding poses, rigs whose names
 # do not match, a duplicated or out-of-range landmark, a truncated model
 # version (skipped by the daemon, which serves the good one), and over HTTP
@@ -74,6 +77,45 @@ printf '1\n2\n99999\n' >"$T/oor.txt"
     && ok rt-refuse-landmark-out-of-range || { cat "$T/bad4.log"; fail rt-refuse-landmark-out-of-range; }
 [ ! -e "$T/bad/x/1/model.safetensors" ] && ok rt-bad-builds-write-nothing || fail rt-bad-builds-write-nothing
 
+# another topology: the source shapes carried onto T2 (expression cloning,
+# deformation transfer and the naive copy), served with the names map; both
+# closer to T2's truth than the naive copy over the performance's first 64
+# frames, the better of the two at least 2x closer
+for m in clone dt naive; do
+    "$BIN/deform" retarget transfer --source "$D/source.safetensors" --target "$D/t2.safetensors" \
+        --source-landmarks "$D/landmarks68.txt" --target-landmarks "$D/t2_landmarks68.txt" \
+        --method $m --out "$T/t2_$m.safetensors" >"$T/tr_$m.log" 2>&1 || { cat "$T/tr_$m.log"; fail rt-transfer-$m; }
+done
+"$BIN/deform" retarget build --source "$D/source.safetensors" --target "$T/t2_clone.safetensors" \
+    --repository "$R" --name t2 >"$T/b_t2.log" 2>&1 && grep -q "names: 55 of 55" "$T/b_t2.log" \
+    && ok rt-build-t2 || { cat "$T/b_t2.log"; fail rt-build-t2; }
+"$PY" - "$T" "$D" <<'EOF2' && ok rt-t2-transfer-beats-naive-2x || fail rt-t2-transfer-beats-naive-2x
+import json, struct, sys
+import numpy as np
+sys.path.insert(0, "tools/retarget")
+import make_data
+T, D = sys.argv[1:3]
+R = make_data.load_reduced("tests/data/ict")
+truth = make_data.t2_truth_deltas(R).reshape(55, -1)
+W = np.load(D + "/perf_test_weights.npy")
+def shapes(p):
+    b = open(p, "rb").read()
+    n = struct.unpack("<Q", b[:8])[0]
+    v = json.loads(b[8:8 + n])["morph_deltas"]
+    s, e = v["data_offsets"]
+    return np.frombuffer(b[8 + n + s:8 + n + e], np.float32).reshape(55, -1)
+err = {m: float(np.linalg.norm(((W @ (shapes(T + "/t2_%s.safetensors" % m) - truth))
+                                .reshape(len(W), -1, 3)), axis=2).mean()) for m in ("clone", "dt", "naive")}
+print("# T2 mean vertex error (cm): %s" % err)
+sys.exit(0 if 2 * min(err["clone"], err["dt"]) <= err["naive"] and max(err["clone"], err["dt"]) < err["naive"] else 1)
+EOF2
+sed -n 1,20p "$D/t2_landmarks68.txt" >"$T/t2dup.txt"; sed -n 3p "$D/t2_landmarks68.txt" >>"$T/t2dup.txt"
+head -21 "$D/landmarks68.txt" >"$T/srcl21.txt"
+"$BIN/deform" retarget transfer --source "$D/source.safetensors" --target "$D/t2.safetensors" \
+    --source-landmarks "$T/srcl21.txt" --target-landmarks "$T/t2dup.txt" --out "$T/x.safetensors" >"$T/trbad.log" 2>&1
+[ $? -eq 1 ] && grep -q "target landmarks 2 and 20 coincide (duplicated landmark)" "$T/trbad.log" && [ ! -e "$T/x.safetensors" ] \
+    && ok rt-transfer-refuses-duplicated-landmark || { cat "$T/trbad.log"; fail rt-transfer-refuses-duplicated-landmark; }
+
 # a truncated version 2 next to the good version 1: the daemon serves 1
 mkdir -p "$R/t1/2"
 head -c 100000 "$R/t1/1/model.safetensors" >"$R/t1/2/model.safetensors"
@@ -87,6 +129,7 @@ np.save(d + "/w8.npy", np.load(d + "/perf_test_weights.npy")[:8])' "$D"
     --target-weights "$T/off_tw.npy" --solved "$T/off_sw.npy" >"$T/apply.log" 2>&1 \
     && "$BIN/deform" retarget apply "$R/t1/1" --weights "$D/w8.npy" --positions "$T/off_wpos.npy" \
        --target-weights "$T/off_wtw.npy" >>"$T/apply.log" 2>&1 \
+    && "$BIN/deform" retarget apply "$R/t2" --weights "$D/w8.npy" --positions "$T/off_t2.npy" >>"$T/apply.log" 2>&1 \
     && ok rt-offline-apply || { cat "$T/apply.log"; fail rt-offline-apply; finish; exit 1; }
 
 start_daemon "$R" && ok rt-daemon-ready || { fail rt-daemon-ready; finish; exit 1; }
@@ -197,6 +240,12 @@ refused("duplicated-markers", [{"name": "markers", "shape": [68, 3], "datatype":
 refused("both-inputs", [{"name": "markers", "shape": [68, 3], "datatype": "FP32", "data": X[0].ravel().tolist()},
                         {"name": "source_weights", "shape": [55], "datatype": "FP32", "data": W[0].tolist()}],
         "not both")
+# T2 served (the names map onto the cloned shapes) equals the offline apply
+st, a = infer([{"name": "source_weights", "shape": [8, 55], "datatype": "FP32", "data": W.ravel().tolist()}],
+              ("positions",), "t2")
+t2off = np.load(T + "/off_t2.npy")
+check("http-t2-equals-offline", st == 200 and float(np.abs(a["positions"].reshape(8, -1, 3) - t2off).max()) <= TP,
+      "status %s %s" % (st, str(a)[:200]))
 st, a = infer([{"name": "markers", "shape": [68, 3], "datatype": "FP32", "data": X[0].ravel().tolist()}])
 check("serves-after-bad-input", st == 200 and float(np.abs(a["positions"].reshape(-1, 3) - pos[0]).max()) <= TP,
       "status %s" % st)

@@ -145,6 +145,26 @@ def main():
             P, _, sw = apply(m_clone, "markers", x, params)
             print(row("%g mm | %s" % (n, label), P, sw))
 
+    print("\n### T2 (another topology): source shapes carried onto a remeshed identity\n")
+    t2_truth = (D["t2_neutral"].reshape(-1)[None] + Wt @ make_data.t2_truth_deltas(D).reshape(
+        len(D["names"]), -1)).reshape(F, -1, 3)
+    print("| method | mean mm | max mm | mean % | max % | transfer time |")
+    print("|---|---|---|---|---|---|")
+    for label, meth, frames in (("naive copy (nearest vertex)", "naive", "on"),
+                                ("expression cloning", "clone", "on"),
+                                ("expression cloning, displacements unturned", "clone", "off"),
+                                ("deformation transfer", "dt", "on")):
+        rig = w("t2_%s_%s.safetensors" % (meth, frames))
+        out = run(dform, "retarget", "transfer", "--source", src, "--target", w("t2.safetensors"),
+                  "--source-landmarks", lm, "--target-landmarks", w("t2_landmarks68.txt"),
+                  "--method", meth, "--local-frames", frames, "--out", rig)
+        secs = out.split(" in ")[1].split("s;")[0]
+        m = build("t2_%s_%s" % (meth, frames), "--source", src, "--target", rig)
+        P, _, _ = apply(m, "weights", wfile)
+        d = np.linalg.norm(P.reshape(F, -1, 3) - t2_truth, axis=2) * 10
+        print("| %s | %.3f | %.2f | %.3f | %.2f | %s s |" % (label, d.mean(), d.max(),
+              100 * d.mean() / height_mm, 100 * d.max() / height_mm, secs))
+
     print("\n### Chuang & Bregler: key-frame basis, NNLS vs plain least squares\n")
     print(kf_out.strip().splitlines()[1] + "\n")
     print("| noise | solve | mean mm | max mm | mean % | max % | most negative weight | "
