@@ -315,7 +315,7 @@ int df__garment_evaluate(const df_model_t *m, const df_batch_t *b, void *scratch
         if (!op && !on) continue;
         memset(active, 0, (size_t)ne * sizeof(int32_t));
         region_weights(g, D, Wn, 0, P, active);
-        if (A > 0 && beta && g->shape_model) region_weights(g, D, Wn, P, A, active);
+        if (A > 0 && g->k > 0 && beta && g->shape_model) region_weights(g, D, Wn, P, A, active);
 
         /* Eq. 4 */
         df__rig_skin_matrices(g->rig, rot, NULL, NULL, world, skin0);

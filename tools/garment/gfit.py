@@ -115,7 +115,7 @@ def cmd_fit(a):
         var = (sv[:k] ** 2).sum() / max((sv ** 2).sum(), 1e-30)
         A_rot.append(rot[jobs[base]['pose']])
         A_base.append(res[base].reshape(-1, 3))
-        A_U.append(U.reshape(k, -1, 3))
+        A_U.append(U.reshape(k, len(u) // 3, 3))
         A_W.append(W[:, :-1])
         kept.append(s)
         print('fit: anchor %d (pose %d): %d shapes, k=%d, %.1f%% of the variance' % (
