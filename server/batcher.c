@@ -17,6 +17,7 @@
  * traffic allocates nothing.
  */
 #include "engine.h"
+#include <malloc.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +28,22 @@
 
 static void uncharge(df_server_t *s, struct df__job_priv *p);
 
+static size_t job_bytes(const struct df__job_priv *p)
+{
+    return p->f32_cap + p->enc_cap + p->clip_cap;
+}
+
+static void job_bufs_free(struct df__job_priv *p)
+{
+    free(p->f32);
+    free(p->enc);
+    free(p->clip);
+    p->f32 = NULL;
+    p->enc = NULL;
+    p->clip = NULL;
+    p->f32_cap = p->enc_cap = p->clip_cap = 0;
+}
+
 df_job_t *df_job_new(df_server_t *s)
 {
     df_job_t *j = NULL;
@@ -35,6 +52,7 @@ df_job_t *df_job_new(df_server_t *s)
         j = s->pool;
         s->pool = j->priv->next;
         s->pool_n--;
+        s->pool_bytes -= job_bytes(j->priv);
     }
     pthread_mutex_unlock(&s->pool_mu);
     if (!j) {
@@ -65,6 +83,22 @@ void df_job_free(df_job_t **pj)
     df__loaded_unref(&p->ld);
     df_server_t *s = p->s;
     uncharge(s, p);
+    /* the pool keeps at most pool_keep_bytes of buffers: a job that would
+     * take it past is pooled without them (one large request must not
+     * hold its answer's memory for good) */
+    size_t bytes = job_bytes(p);
+    pthread_mutex_lock(&s->pool_mu);
+    int keep_bufs = s->pool_bytes + bytes <= s->cfg->pool_keep_bytes;
+    if (s->pool_n < POOL_MAX && keep_bufs) {
+        p->next = s->pool;
+        s->pool = j;
+        s->pool_n++;
+        s->pool_bytes += bytes;
+        j = NULL;
+    }
+    pthread_mutex_unlock(&s->pool_mu);
+    if (!j) return;
+    job_bufs_free(p);
     pthread_mutex_lock(&s->pool_mu);
     if (s->pool_n < POOL_MAX) {
         p->next = s->pool;
@@ -74,9 +108,6 @@ void df_job_free(df_job_t **pj)
     }
     pthread_mutex_unlock(&s->pool_mu);
     if (j) {
-        free(p->f32);
-        free(p->enc);
-        free(p->clip);
         free(p);
         free(j);
     }
@@ -470,6 +501,12 @@ int df_http_status_for(int code)
 
 int df_server_new(const df_config_t *cfg, df_server_t **out, df_error_t *err)
 {
+    /* Blocks of 1 MiB and more are mapped and unmapped on free, always:
+     * glibc otherwise raises its mmap threshold to the largest block freed
+     * (up to 32 MiB), after which the buffers of a large request come from
+     * the heap and their memory is not returned when the pools let go of
+     * them (docs/server.md, "Memory"). */
+    mallopt(M_MMAP_THRESHOLD, 1 << 20);
     df_server_t *s = calloc(1, sizeof *s);
     if (!s) return df_error_set(err, DF_ENOMEM, "out of memory");
     s->cfg = cfg;
@@ -535,9 +572,7 @@ void df_server_free(df_server_t **ps)
     while (s->pool) {
         df_job_t *j = s->pool;
         s->pool = j->priv->next;
-        free(j->priv->f32);
-        free(j->priv->enc);
-        free(j->priv->clip);
+        job_bufs_free(j->priv);
         free(j->priv);
         free(j);
     }

@@ -52,6 +52,7 @@ static const key_t_ keys[] = {
     L("max_json_elements", max_json_elements, 1, 1e9),
     U("max_output_bytes", max_output_bytes, 1024, 1e12),
     U("max_output_inflight_bytes", max_output_inflight_bytes, 1024, 1e13),
+    U("pool_keep_bytes", pool_keep_bytes, 0, 1e12),
     I("max_connections", max_connections, 1, 100000),
     I("max_inflight_per_conn", max_inflight_per_conn, 1, 65536),
     I("idle_timeout_s", idle_timeout_s, 1, 86400),
@@ -84,6 +85,7 @@ void df_config_default(df_config_t *c)
     c->max_json_elements = 16 * 1024 * 1024;
     c->max_output_bytes = 64ull << 20;
     c->max_output_inflight_bytes = 512ull << 20;
+    c->pool_keep_bytes = 64ull << 20;
     c->max_connections = 1024;
     c->max_inflight_per_conn = 256;
     c->idle_timeout_s = 60;

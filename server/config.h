@@ -45,6 +45,7 @@ typedef struct df_config {
     int64_t max_json_elements;    /* numbers in one request, default 16M */
     uint64_t max_output_bytes;    /* one answer (buffers + text), default 64 MiB */
     uint64_t max_output_inflight_bytes; /* all answers in flight, default 512 MiB */
+    uint64_t pool_keep_bytes;     /* buffers each request pool keeps, default 64 MiB */
     int max_connections;          /* default 1024 */
     int max_inflight_per_conn;    /* socket pipelining, default 256 */
     int idle_timeout_s;           /* connection idle timeout, default 60 */

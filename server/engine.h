@@ -112,6 +112,8 @@ struct df_server {
     pthread_mutex_t pool_mu;
     df_job_t *pool;
     size_t pool_n;
+    size_t pool_bytes;           /* buffer bytes of the pooled jobs
+                                  * (<= cfg->pool_keep_bytes) */
     /* workers */
     int n_workers;
     df__worker_t *workers;

@@ -77,6 +77,8 @@ struct df_http {
     pthread_mutex_t pool_mu;     /* request contexts for reuse */
     struct req *pool;
     int pool_n;
+    size_t pool_bytes;           /* buffer bytes of the pooled contexts
+                                  * (<= pool_keep_bytes), under pool_mu */
     atomic_int repo_ops;         /* load/unload threads running */
     _Atomic uint64_t in_bytes;   /* request bodies and their JSON reading,
                                   * counted before allocating
@@ -124,6 +126,14 @@ int64_t df__now_ns(void);
 #define REQ_KEEP_BYTES (4u << 20) /* larger buffers are not kept */
 #define HTTP_COPY_MAX (256u << 10) /* binary outputs up to this are copied behind the JSON header: one send() */
 
+/* Bytes of the buffers a context keeps between requests. */
+static size_t req_bytes(const req_t *q)
+{
+    const df_kj_doc_t *d = &q->kreq.doc;
+    return q->cap + q->kreq.arena_cap * sizeof(float) + q->out.cap + d->cap * sizeof *d->nodes +
+           d->scap * sizeof *d->stack + d->str_cap + d->num_cap * (sizeof *d->num + 1);
+}
+
 /* A request context from the pool: its body, arena and output buffers are
  * kept between requests, so steady traffic allocates nothing here. */
 static req_t *req_get(df_http_t *h)
@@ -133,6 +143,7 @@ static req_t *req_get(df_http_t *h)
     if (q) {
         h->pool = q->next;
         h->pool_n--;
+        h->pool_bytes -= req_bytes(q);
     }
     pthread_mutex_unlock(&h->pool_mu);
     if (!q) {
@@ -206,11 +217,24 @@ static void req_put(df_http_t *h, req_t *q)
     }
     if (q->kreq.arena_cap * sizeof(float) > REQ_KEEP_BYTES) df_ks_request_free(&q->kreq);
     if (q->out.cap > REQ_KEEP_BYTES) df_ks_buf_free(&q->out);
+    /* the pool keeps at most pool_keep_bytes of buffers */
+    size_t bytes = req_bytes(q);
     pthread_mutex_lock(&h->pool_mu);
+    if (h->pool_bytes + bytes > h->cfg->pool_keep_bytes) {
+        pthread_mutex_unlock(&h->pool_mu);
+        free(q->body);
+        q->body = NULL;
+        q->cap = 0;
+        df_ks_request_free(&q->kreq);
+        df_ks_buf_free(&q->out);
+        bytes = 0;
+        pthread_mutex_lock(&h->pool_mu);
+    }
     if (h->pool_n < REQ_POOL_MAX) {
         q->next = h->pool;
         h->pool = q;
         h->pool_n++;
+        h->pool_bytes += bytes;
         q = NULL;
     }
     pthread_mutex_unlock(&h->pool_mu);

@@ -113,6 +113,7 @@ struct df_sock {
     int n_conns;
     req_t *pool;
     int pool_n;
+    size_t pool_bytes;       /* buffer bytes of pooled requests (<= pool_keep_bytes) */
     uint64_t in_bytes;       /* payloads held (max_input_buffered_bytes) */
     /* guarded by mu */
     pthread_mutex_t mu;
@@ -129,6 +130,7 @@ static req_t *req_get(df_sock_t *s, conn_t *c)
     if (r) {
         s->pool = r->next;
         s->pool_n--;
+        s->pool_bytes -= r->cap + r->clipcap + r->enccap;
     } else {
         r = calloc(1, sizeof *r);
         if (!r) return NULL;
@@ -160,16 +162,24 @@ static void req_put(df_sock_t *s, req_t *r)
     if (r->counted) c->inflight--;
     r->c = NULL;
     if (s->pool_n < POOL_MAX) {
-        if (r->cap > POOL_KEEP_BYTES) {
+        if (r->cap > POOL_KEEP_BYTES ||
+            s->pool_bytes + r->cap + r->clipcap + r->enccap > s->cfg.pool_keep_bytes) {
             free(r->payload);
             r->payload = NULL;
             r->cap = 0;
         }
-        if (r->clipcap > POOL_KEEP_BYTES) {
+        if (r->clipcap > POOL_KEEP_BYTES ||
+            s->pool_bytes + r->cap + r->clipcap + r->enccap > s->cfg.pool_keep_bytes) {
             free(r->clipbuf);
             r->clipbuf = NULL;
             r->clipcap = 0;
         }
+        if (s->pool_bytes + r->cap + r->clipcap + r->enccap > s->cfg.pool_keep_bytes) {
+            free(r->encbuf);
+            r->encbuf = NULL;
+            r->enccap = 0;
+        }
+        s->pool_bytes += r->cap + r->clipcap + r->enccap;
         r->next = s->pool;
         s->pool = r;
         s->pool_n++;
@@ -896,7 +906,9 @@ void df_sock_config_from(df_sock_config_t *o, const df_config_t *cfg)
     o->max_connections = 1024;
     o->max_queued_bytes = 64u << 20;
     o->max_input_buffered_bytes = 512ull << 20;
+    o->pool_keep_bytes = 64u << 20;
     if (!cfg) return;
+    o->pool_keep_bytes = (size_t)cfg->pool_keep_bytes;
     if (cfg->max_input_buffered_bytes) o->max_input_buffered_bytes = cfg->max_input_buffered_bytes;
     snprintf(o->host, sizeof o->host, "%s", cfg->host);
     o->port = cfg->socket_port;

@@ -28,6 +28,7 @@ typedef struct df_sock_config {
     uint64_t max_input_buffered_bytes; /* all payloads held (declared lengths
                                           counted when their header arrives),
                                           default 512 MiB */
+    size_t pool_keep_bytes;   /* buffers pooled requests keep, default 64 MiB */
 } df_sock_config_t;
 
 /* Defaults, then the daemon's configuration (host, socket_port, unix_path,

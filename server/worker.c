@@ -276,6 +276,36 @@ void df__run_inline(df_server_t *s, df_job_t *job)
     df__loaded_unref(&q->ld);
 }
 
+/* After a batch larger than any model's max_batch_size (one request of up
+ * to 4096 poses runs alone): give back scratch beyond twice what a full
+ * batch of the largest model needs (the idle worker pre-faults that much
+ * again, see worker_main), and a sink beyond SINK_KEEP. */
+#define SINK_KEEP (16u << 20)
+static void trim(df__worker_t *w)
+{
+    df_server_t *s = w->s;
+    if (df_scratch_capacity(w->scratch) <= (8u << 20) && w->sink_cap <= SINK_KEEP) return;
+    pthread_mutex_lock(&s->mu);
+    size_t need = s->scratch_need;
+    pthread_mutex_unlock(&s->mu);
+    size_t keep = 2 * (need > (4u << 20) ? need : (4u << 20));
+    if (df_scratch_capacity(w->scratch) > keep) {
+        df_scratch_t *n = df_scratch_new();
+        if (n) {
+            df_scratch_free(&w->scratch);
+            w->scratch = n;
+            pthread_mutex_lock(&s->mu);
+            w->warm_bytes = 0;
+            pthread_mutex_unlock(&s->mu);
+        }
+    }
+    if (w->sink_cap > SINK_KEEP) {
+        free(w->sink);
+        w->sink = NULL;
+        w->sink_cap = 0;
+    }
+}
+
 /* Under s->mu: the next ready model, or NULL with *due set to the earliest
  * time one becomes ready (INT64_MAX when all queues are empty). */
 static df__mentry_t *pick(df_server_t *s, int64_t now, int64_t *due)
@@ -399,6 +429,7 @@ static void *worker_main(void *arg)
                 job->batch_characters = chars;
             }
             finish(s, me, w->jobs, nj, 1, poses, chars);
+            trim(w);
         }
         pthread_mutex_lock(&s->mu);
     }

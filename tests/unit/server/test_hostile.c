@@ -20,6 +20,8 @@
  *  - test_input_budget: request bodies and frame payloads counted by their
  *    declared length against max_input_buffered_bytes, refused (429 /
  *    DF_EOVERLOAD) before they are read when they do not fit.
+ *  - test_pool_memory_returned: after eight 23 MB answers the daemon's RSS
+ *    returns to within the pools' keep (pool_keep_bytes).
  */
 #include "daemon_util.h"
 #include "frame.h"
@@ -447,6 +449,87 @@ static void test_input_budget(void)
     DF_CHECK(daemon_stop(&d) == 0);
 }
 
+/* ------------------------------------------ D3: memory given back */
+
+static long rss_kb(pid_t pid)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    long kb = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, "VmRSS:", 6)) kb = atol(line + 6);
+    if (f) fclose(f);
+    return kb;
+}
+
+typedef struct {
+    int port;
+    const char *body;
+    long status;
+    size_t len;
+} big_req_t;
+
+static void *big_req(void *arg)
+{
+    big_req_t *b = arg;
+    CURL *h = curl_easy_init();
+    resp_t r;
+    if (http_req(h, b->port, "POST", "/v2/models/alice/infer", b->body, strlen(b->body), NULL, &r) == 0) {
+        b->status = r.status;
+        b->len = r.len;
+        resp_free(&r);
+    }
+    curl_easy_cleanup(h);
+    return NULL;
+}
+
+/* Eight requests at once of 1000 poses (23 MB of float outputs each): the
+ * daemon's memory grows by their answers, and once they are answered it
+ * shrinks back to within the pools' keep (3 pools x pool_keep_bytes = 24
+ * MiB here) and some slack; before, the job pool kept every answer's
+ * buffers for good (+184 MB). */
+static void test_pool_memory_returned(void)
+{
+    daemon_t d;
+    const char *extra[] = {"--set", "pool_keep_bytes=8M", NULL};
+    if (daemon_start(&d, repo, "pools", extra)) {
+        DF_CHECK(0);
+        return;
+    }
+    const char *small = "{\"parameters\":{\"batch_size\":4,\"binary_data_output\":true}}";
+    resp_t r;
+    for (int i = 0; i < 20; i++) {
+        DF_CHECK(http_req(C, d.port, "POST", "/v2/models/alice/infer", small, strlen(small), NULL, &r) == 0 &&
+                 r.status == 200);
+        resp_free(&r);
+    }
+    usleep(200000);
+    long before = rss_kb(d.pid);
+    const char *body =
+        "{\"parameters\":{\"batch_size\":1000,\"binary_data_output\":true,\"timeout_us\":120000000}}";
+    enum { NB = 8 };
+    big_req_t b[NB];
+    pthread_t th[NB];
+    for (int i = 0; i < NB; i++) {
+        b[i] = (big_req_t){d.port, body, 0, 0};
+        pthread_create(&th[i], NULL, big_req, &b[i]);
+    }
+    for (int i = 0; i < NB; i++) pthread_join(th[i], NULL);
+    int ok = 0;
+    for (int i = 0; i < NB; i++) ok += b[i].status == 200 && b[i].len > 1000u * 960 * 24;
+    DF_CHECK_MSG(ok == NB, "%d of %d large answers (last status %ld)", ok, NB, b[NB - 1].status);
+    for (int i = 0; i < NB; i++) if (b[i].status != 200) fprintf(stderr, "large %d: status %ld\n", i, b[i].status);
+    usleep(300000); /* the connections' completion callbacks */
+    long after = rss_kb(d.pid);
+    fprintf(stderr, "pools: RSS %ld kB before, %ld kB after %d answers of %.0f MB\n", before, after,
+            NB, 1000.0 * 960 * 24 / 1e6);
+    DF_CHECK_MSG(before > 0 && after - before < 64 * 1024,
+                 "the daemon kept %ld kB after the large answers were sent (keep 3 x 8 MiB)",
+                 after - before);
+    DF_CHECK(daemon_stop(&d) == 0);
+}
+
 /* ------------------------------------------------------------ main */
 
 int main(void)
@@ -466,6 +549,7 @@ int main(void)
     DF_RUN(test_model_rewritten_during_reload);
     DF_RUN(test_output_limits);
     DF_RUN(test_input_budget);
+    DF_RUN(test_pool_memory_returned);
     curl_easy_cleanup(C);
     curl_global_cleanup();
     return test_out_done(dftest_exit());
