@@ -50,7 +50,8 @@ def load_results(db, man, allow_missing, max_inside):
     """name -> garment [G,3] for every usable job; refuses (naming them) or
     drops missing / failed / suspect simulations."""
     res, bad = {}, []
-    for j in man['jobs']:
+    fit_jobs = [j for j in man['jobs'] if j['role'] != 'test']  # held-out pairs are not fitted
+    for j in fit_jobs:
         s, info = gdb.job_state(db, j)
         p = os.path.join(db, 'sims', j['name'] + '.npy')
         if s != 'ok' or not os.path.exists(p):
@@ -62,8 +63,8 @@ def load_results(db, man, allow_missing, max_inside):
             continue
         res[j['name']] = np.load(p).astype(np.float64)
     if bad and not allow_missing:
-        die('%d of %d simulations are not usable:\n  %s\n(run `garment.py run DB` to finish them, or '
-            'pass --allow-missing to fit without them)' % (len(bad), len(man['jobs']), '\n  '.join(bad)))
+        die('%d of the %d simulations the fit uses are not usable:\n  %s\n(run `garment.py run DB` to '
+            'finish them, or pass --allow-missing to fit without them)' % (len(bad), len(fit_jobs), '\n  '.join(bad)))
     for b in bad:
         print('fit: left out ' + b)
     return res
