@@ -193,6 +193,11 @@ bench-core: all $(BENCH_BINS)
 .PHONY: bench-rigapprox
 bench-rigapprox: all $(B)/bench/bench_rigapprox
 	@B=$(B) BIN=$(BIN) bench/run_rigapprox.sh
+# rigapprox on rigs it was not tuned on (the demonstration rig, the Red Eclipse player:
+# downloads redeclipse-data, ~860 MB, into $(B)/ext); hours at the default N=10000
+.PHONY: eval-rigapprox
+eval-rigapprox: all
+	@B=$(B) BIN=$(BIN) bench/bench_rigapprox_eval.sh
 
 # deformd vs fixed-reply servers, batching on/off (bench/bench_server.sh)
 .PHONY: bench-server

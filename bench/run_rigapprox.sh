@@ -45,10 +45,12 @@ for M in $MODELS; do
         "$PY" bench/bench_rigapprox_torch.py "$M" "$OUT/folded.st" | tee "$OUT/torch.txt"
         echo
         echo "served poses/s, 1 thread, same weights: ours (C, dense) vs PyTorch $("$PY" -c 'import torch; print(torch.__version__)')"
+        echo "(torch: anchor networks batched, padded inputs + one bmm per layer; loop: one network at a time)"
         for b in 1 8 32 128; do
             o=$(awk -v k="OURS_B$b" '$1==k{print $2}' "$OUT/c.txt")
             t=$(awk -v k="TORCH_B$b" '$1==k{print $2}' "$OUT/torch.txt")
-            awk -v b="$b" -v o="$o" -v t="$t" 'BEGIN{printf "  batch %4d  ours %8.0f  torch %8.0f  ratio %.2fx\n", b, o, t, o/t}'
+            l=$(awk -v k="TORCH_LOOP_B$b" '$1==k{print $2}' "$OUT/torch.txt")
+            awk -v b="$b" -v o="$o" -v t="$t" -v l="$l" 'BEGIN{printf "  batch %4d  ours %8.0f  torch %8.0f  ratio %.2fx   (loop %8.0f)\n", b, o, t, o/t, l}'
         done
     else
         echo "(python3-torch not installed: no PyTorch column)"

@@ -838,7 +838,7 @@ class Progress:
             print("@@progress %d" % self.mine, flush=True)  # read by job 0
             return
         now = time.time()
-        if force or now - self.last >= 3:
+        if force or now - self.last >= max(3.0, (now - self.t0) / 20):
             self.last = now
             done = self.mine + sum(self.others.values())
             el = now - self.t0
