@@ -830,7 +830,8 @@ static int cmd_keyframes(int argc, char **argv)
     for (int64_t q = 0; q < P; q++) printf(" %d", pick[q]);
     printf("\n");
     /* the basis rig: markers as vertices, key frames' displacements as shapes */
-    kd = malloc((size_t)(P * n3) * sizeof(float));
+    if (P < 1) DIE("no key frame selected");
+    kd = malloc((size_t)P * (size_t)n3 * sizeof(float));
     char **names = calloc((size_t)P, sizeof(char *));
     if (!kd || !names) {
         free(names);
