@@ -3,8 +3,9 @@
  *
  *   deform retarget build --source SRC --target TGT --repository R --name NAME
  *       [--map names|clone|clone-nn] [--poses SRC_POSES.npy TGT_POSES.npy]
- *       [--lambda L] [--markers INDICES.txt] [--marker-lambda L]
- *       [--bounds unit|nonneg|none] [--clamp unit|none] [--align-iterations N]
+ *       [--lambda L] [--markers INDICES.txt|all] [--marker-lambda L]
+ *       [--rigid-weights stable|uniform] [--bounds unit|nonneg|none]
+ *       [--clamp unit|none] [--align-iterations N]
  *   deform retarget apply MODEL (--weights W.npy | --markers X.npy)
  *       [--batch B] [--params JSON] [--positions P.npy] [--target-weights T.npy]
  *       [--solved S.npy]
@@ -57,8 +58,9 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: deform retarget build --source SRC --target TGT --repository R --name NAME\n"
             "           [--map names|clone|clone-nn] [--poses SRC_POSES.npy TGT_POSES.npy]\n"
-            "           [--lambda L] [--markers INDICES.txt] [--marker-lambda L]\n"
-            "           [--bounds unit|nonneg|none] [--clamp unit|none] [--align-iterations N]\n"
+            "           [--lambda L] [--markers INDICES.txt|all] [--marker-lambda L]\n"
+            "           [--rigid-weights stable|uniform] [--bounds unit|nonneg|none]\n"
+            "           [--clamp unit|none] [--align-iterations N]\n"
             "       deform retarget apply MODEL (--weights W.npy | --markers X.npy) [--batch B]\n"
             "           [--params JSON] [--positions P.npy] [--target-weights T.npy] [--solved S.npy]\n"
             "       deform retarget keyframes --source SRC --markers INDICES.txt --performance X.npy\n"

@@ -30,7 +30,7 @@ static const struct {
     {"decompose", cmd_decompose, "decompose INPUT --bones B --repository DIR --name NAME   skinning decomposition"},
     {"rigdata", cmd_rigdata, "rigdata ...   generate a rig-approximation dataset with the reference deformer"},
     {"train", cmd_train, "train ...   train a rigapprox model from a dataset"},
-    {"retarget", cmd_retarget, "retarget build|apply ...   facial performance retargeting models"},
+    {"retarget", cmd_retarget, "retarget build|apply|keyframes|transfer ...   facial performance retargeting models"},
 };
 
 static void usage(FILE *f)
