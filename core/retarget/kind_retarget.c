@@ -2,7 +2,8 @@
  * retargeting (source controls or markers -> a target rig's weights ->
  * the target's vertices), after Lewis & Pighin's survey of retargeting
  * algorithms (parallel blendshapes, Choe & Ko's marker solve, Chuang &
- * Bregler's non-negative solve, the global cloning matrix).
+ * Bregler's non-negative solve, the global cloning matrix; targets of
+ * another topology get their shapes offline, rt_transfer.c).
  *
  * DESIGN
  * A retarget file is a `rigged` file (the target: positions, triangles,
@@ -14,14 +15,18 @@
  *
  * For a batch of B poses, each with `source_weights` or `markers` (not
  * both; neither: the neutral):
- *  1. marker poses, for r = 1..iters: rigid alignment of each pose's
- *     markers onto the source's marker positions of the current estimate
- *     (rest + A w; rest in round 1) by Horn's method, residual
- *     y = R x + t - rest; the right-hand sides A'y of all marker poses as
- *     ONE sgemm; per pose the bounded least-squares solve on the Gram
- *     matrix G = A'A + lambda I prepared (and checked positive definite)
- *     at load; then (when another round follows) A w for all of them as one
- *     sgemm;
+ *  1. marker poses, for r = 1..iters (default 1): rigid alignment of each
+ *     pose's markers onto the source's marker positions of the current
+ *     estimate (rest + A w; rest in round 1) by Horn's method, weighted
+ *     towards the markers expressions move least; residual
+ *     y = R x + t - rest; the right-hand sides At'y of all marker poses as
+ *     ONE sgemm, At = A with the six infinitesimal rigid motions at the
+ *     rest markers projected out (load), so a small rigid correction is
+ *     solved with the weights; the unconstrained solutions G^-1 b as one
+ *     more sgemm, whose signs start each pose's bounded least-squares
+ *     solve on the Gram matrix G = At'At + lambda I prepared (and checked
+ *     positive definite) at load (rt_solve.c); then (when another round
+ *     follows) A w for all of them as one sgemm;
  *  2. target weights for the whole batch as ONE sgemm: W_t = E W_s
  *     (sgemv for B = 1), clamped to [0, 1] unless the file says otherwise;
  *  3. the target's positions / normals: df_kind_rigged.evaluate on the
