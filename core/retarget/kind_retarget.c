@@ -35,7 +35,6 @@
  * nothing is allocated per request.
  */
 #include "retarget/retarget.h"
-#include "rigged/rigged_internal.h"
 
 #include <cblas.h>
 #include <jansson.h>
