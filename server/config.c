@@ -56,6 +56,9 @@ static const key_t_ keys[] = {
     I("max_connections", max_connections, 1, 100000),
     I("max_inflight_per_conn", max_inflight_per_conn, 1, 65536),
     I("idle_timeout_s", idle_timeout_s, 1, 86400),
+    I("header_timeout_s", header_timeout_s, 1, 86400),
+    I("body_timeout_s", body_timeout_s, 1, 86400),
+    I("max_connections_per_peer", max_connections_per_peer, 0, 100000),
     L("drain_timeout_ms", drain_timeout_ms, 0, 3600000),
     I("max_batch_size", max_batch_size, -1, 4096),
     L("max_queue_delay_us", max_queue_delay_us, -1, 10000000),
@@ -89,6 +92,9 @@ void df_config_default(df_config_t *c)
     c->max_connections = 1024;
     c->max_inflight_per_conn = 256;
     c->idle_timeout_s = 60;
+    c->header_timeout_s = 30;
+    c->body_timeout_s = 60;
+    c->max_connections_per_peer = 256;
     c->drain_timeout_ms = 10000;
     c->max_batch_size = -1;
     c->max_queue_delay_us = -1;

@@ -49,6 +49,9 @@ typedef struct df_config {
     int max_connections;          /* default 1024 */
     int max_inflight_per_conn;    /* socket pipelining, default 256 */
     int idle_timeout_s;           /* connection idle timeout, default 60 */
+    int header_timeout_s;         /* HTTP: request line + headers, default 30 */
+    int body_timeout_s;           /* HTTP body / socket frame, default 60 */
+    int max_connections_per_peer; /* per remote address and front, default 256; 0 = none */
     int64_t drain_timeout_ms;     /* SIGTERM drain, default 10000 */
     /* engine overrides; < 0 = use each model's config.json value */
     int max_batch_size;

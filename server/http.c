@@ -26,6 +26,7 @@
 #include "http.h"
 #include "glb.h"
 #include "kserve.h"
+#include "peers.h"
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -62,6 +63,22 @@ typedef struct {
     atomic_int conns; /* connections handed to this daemon and not yet closed */
 } http_slot_t;
 
+/* A connection as the read timeouts see it (MHD's socket_context). The
+ * states and their clocks are written by its MHD thread and read by the
+ * reaper; the list and `shut` are under h->conn_mu. MHD calls
+ * NOTIFY_CLOSED (which unlinks it under conn_mu) before it closes the fd,
+ * so the reaper never shuts down a descriptor that was reused. */
+enum { HC_HEADERS, HC_BODY, HC_BUSY };
+typedef struct hconn {
+    struct hconn *prev, *next;    /* under h->conn_mu */
+    int fd;
+    df_peer_key_t peer;
+    atomic_int state;             /* HC_*: waiting for a request's headers,
+                                   * reading its body, or not reading */
+    _Atomic int64_t since_ns;     /* when that state began */
+    int shut;                     /* under conn_mu: timed out, shut down */
+} hconn_t;
+
 struct df_http {
     df_server_t *srv;
     const df_config_t *cfg;
@@ -83,6 +100,13 @@ struct df_http {
     _Atomic uint64_t in_bytes;   /* request bodies and their JSON reading,
                                   * counted before allocating
                                   * (max_input_buffered_bytes) */
+    pthread_mutex_t conn_mu;     /* hconns, peers */
+    hconn_t *hconns;
+    df_peers_t peers;            /* connections per remote address */
+    pthread_t reaper;            /* header/body timeouts */
+    int reaper_started;
+    atomic_int reaper_stop;
+    atomic_long timeouts;        /* connections closed by the read timeouts */
 };
 
 enum route {
@@ -93,6 +117,7 @@ enum route {
 typedef struct req {
     df_http_t *h;
     struct MHD_Connection *conn;
+    hconn_t *hc;               /* its connection's timeout state (or NULL) */
     enum route route;
     int is_post, is_get, is_options;
     char name[DF_NAME_MAX];
@@ -121,6 +146,13 @@ typedef struct req {
 } req_t;
 
 int64_t df__now_ns(void);
+
+static inline void hc_set(hconn_t *hc, int state)
+{
+    if (!hc) return;
+    atomic_store(&hc->since_ns, df__now_ns());
+    atomic_store(&hc->state, state);
+}
 
 #define REQ_POOL_MAX 512
 #define REQ_KEEP_BYTES (4u << 20) /* larger buffers are not kept */
@@ -867,7 +899,7 @@ static enum MHD_Result finish_infer(req_t *q)
  * test_http_concurrency) can see that the acceptor spreads them. */
 static int http_metrics(df_http_t *h, char **text, size_t *len)
 {
-    size_t cap = *len + 160 + (size_t)h->nd * 48;
+    size_t cap = *len + 400 + (size_t)h->nd * 48;
     char *t = realloc(*text, cap);
     if (!t) {
         free(*text);
@@ -882,6 +914,12 @@ static int http_metrics(df_http_t *h, char **text, size_t *len)
     for (int k = 0; k < h->nd; k++)
         n += (size_t)snprintf(t + n, cap - n, "deformd_http_connections{thread=\"%d\"} %d\n", k,
                               atomic_load(&h->slot[k].conns));
+    n += (size_t)snprintf(t + n, cap - n,
+                          "# HELP deformd_http_read_timeouts_total HTTP connections closed by "
+                          "header_timeout_s / body_timeout_s.\n"
+                          "# TYPE deformd_http_read_timeouts_total counter\n"
+                          "deformd_http_read_timeouts_total %ld\n",
+                          atomic_load(&h->timeouts));
     *len = n;
     return 0;
 }
@@ -978,6 +1016,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         if (!q) return MHD_NO;
         q->conn = conn;
         *con_cls = q;
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+        q->hc = ci ? ci->socket_context : NULL;
+        hc_set(q->hc, HC_BODY); /* headers are in: the body has body_timeout_s */
         if (h->cfg->log_requests) {
             snprintf(q->method, sizeof q->method, "%s", method);
             snprintf(q->url, sizeof q->url, "%s", url);
@@ -1059,6 +1101,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         q->len += n;
         return MHD_YES;
     }
+    if (q->hc && atomic_load(&q->hc->state) == HC_BODY) hc_set(q->hc, HC_BUSY); /* body complete */
     if (q->repo_pending) {
         int fin;
         pthread_mutex_lock(&q->mu);
@@ -1099,6 +1142,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     req_t *q = *con_cls;
     if (!q) return;
     *con_cls = NULL;
+    /* keep-alive: the next request's headers have header_timeout_s */
+    hc_set(q->hc, HC_HEADERS);
     /* a submitted job is finished here: the connection was resumed by done()
      * and the response sent (or the client went away) */
     req_put(q->h, q);
@@ -1113,13 +1158,63 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
     df__log("http: %s", buf);
 }
 
+/* A refusal written straight to a connection MHD never saw, then closed
+ * (best effort: the client may not read it). */
+static void refuse_raw(int fd, int status, const char *reason, const char *msg)
+{
+    char body[320], buf[512];
+    int bn = snprintf(body, sizeof body, "{\"error\":\"%s\"}", msg);
+    int n = snprintf(buf, sizeof buf,
+                     "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nConnection: close\r\n"
+                     "Content-Length: %d\r\n\r\n%s",
+                     status, reason, bn, body);
+    if (n > 0) (void)send(fd, buf, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
+    close(fd);
+}
+
+/* Reaper thread: every 200 ms, shut down connections that have waited
+ * longer than header_timeout_s for a request's headers (from the
+ * connection's start or its previous answer: this also bounds idle
+ * keep-alive) or longer than body_timeout_s for its body. A client that
+ * trickles a byte at a time keeps libmicrohttpd's idle timeout from ever
+ * firing; these count from the state's start. MHD sees the shutdown as
+ * the client closing and frees the connection. */
+static void *reaper_main(void *arg)
+{
+    df_http_t *h = arg;
+    int64_t hto = (int64_t)h->cfg->header_timeout_s * 1000000000;
+    int64_t bto = (int64_t)h->cfg->body_timeout_s * 1000000000;
+    while (!atomic_load(&h->reaper_stop)) {
+        usleep(200000);
+        int64_t now = df__now_ns();
+        int n = 0;
+        pthread_mutex_lock(&h->conn_mu);
+        for (hconn_t *c = h->hconns; c; c = c->next) {
+            int st = atomic_load(&c->state);
+            int64_t lim = st == HC_HEADERS ? hto : st == HC_BODY ? bto : 0;
+            if (!lim || c->shut || now - atomic_load(&c->since_ns) <= lim) continue;
+            c->shut = 1;
+            (void)shutdown(c->fd, SHUT_RDWR);
+            n++;
+        }
+        pthread_mutex_unlock(&h->conn_mu);
+        if (n) {
+            atomic_fetch_add(&h->timeouts, n);
+            df__log("http: closed %d connection%s that sent no complete request headers within "
+                    "%d s or body within %d s (header_timeout_s, body_timeout_s)",
+                    n, n > 1 ? "s" : "", h->cfg->header_timeout_s, h->cfg->body_timeout_s);
+        }
+    }
+    return NULL;
+}
+
 /* Acceptor thread: blocking accept4, then the least-loaded daemon takes
  * the socket (MHD closes it if it refuses, e.g. at its connection limit).
  * Ends when df_http_quiesce shuts the listening socket down. */
 static void *acceptor_main(void *arg)
 {
     df_http_t *h = arg;
-    int64_t last_full_log = 0;
+    int64_t last_full_log = 0, last_peer_log = 0;
     for (;;) {
         struct sockaddr_storage peer;
         socklen_t plen = sizeof peer;
@@ -1136,12 +1231,33 @@ static void *acceptor_main(void *arg)
             break;
         }
         if (atomic_load(&h->conns) >= h->cfg->max_connections) {
-            close(fd);
+            char msg[128];
+            snprintf(msg, sizeof msg, "server busy: %d connections open (max_connections)",
+                     h->cfg->max_connections);
+            refuse_raw(fd, 503, "Service Unavailable", msg);
             int64_t now = df__now_ns();
             if (now - last_full_log > 1000000000) { /* a line a second at most */
                 df__log("http: %d connections (max_connections): refusing new ones",
                         h->cfg->max_connections);
                 last_full_log = now;
+            }
+            continue;
+        }
+        df_peer_key_t pk;
+        df__peer_key((const struct sockaddr *)&peer, &pk);
+        pthread_mutex_lock(&h->conn_mu);
+        int prc = df__peers_add(&h->peers, &pk, h->cfg->max_connections_per_peer);
+        pthread_mutex_unlock(&h->conn_mu);
+        if (prc) {
+            char addr[64], msg[192];
+            df__peer_str(&pk, addr, sizeof addr);
+            snprintf(msg, sizeof msg, "too many connections from %s (max_connections_per_peer %d)",
+                     addr, h->cfg->max_connections_per_peer);
+            refuse_raw(fd, 429, "Too Many Requests", msg);
+            int64_t now = df__now_ns();
+            if (now - last_peer_log > 1000000000) {
+                df__log("http: %s", msg);
+                last_peer_log = now;
             }
             continue;
         }
@@ -1159,19 +1275,57 @@ static void *acceptor_main(void *arg)
         if (MHD_add_connection(h->d[best], fd, (const struct sockaddr *)&peer, plen) != MHD_YES) {
             atomic_fetch_sub(&h->slot[best].conns, 1);
             atomic_fetch_sub(&h->conns, 1);
+            pthread_mutex_lock(&h->conn_mu);
+            df__peers_del(&h->peers, &pk);
+            pthread_mutex_unlock(&h->conn_mu);
         }
     }
     return NULL;
 }
 
-/* MHD thread: a connection of this slot's daemon closed */
+/* MHD thread: a connection of this slot's daemon started or closed */
 static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
                           enum MHD_ConnectionNotificationCode toe)
 {
     http_slot_t *sl = cls;
+    df_http_t *h = sl->h;
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+        hconn_t *hc = calloc(1, sizeof *hc);
+        if (!hc) return; /* no timeouts for it; counted as usual */
+        const union MHD_ConnectionInfo *fi = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        const union MHD_ConnectionInfo *ai = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        hc->fd = fi ? fi->connect_fd : -1;
+        df__peer_key(ai ? ai->client_addr : NULL, &hc->peer);
+        atomic_init(&hc->state, HC_HEADERS);
+        atomic_init(&hc->since_ns, df__now_ns());
+        pthread_mutex_lock(&h->conn_mu);
+        hc->next = h->hconns;
+        if (h->hconns) h->hconns->prev = hc;
+        h->hconns = hc;
+        pthread_mutex_unlock(&h->conn_mu);
+        *socket_context = hc;
+        return;
+    }
     if (toe != MHD_CONNECTION_NOTIFY_CLOSED) return;
     atomic_fetch_sub(&sl->conns, 1);
-    atomic_fetch_sub(&sl->h->conns, 1);
+    atomic_fetch_sub(&h->conns, 1);
+    hconn_t *hc = *socket_context;
+    df_peer_key_t pk;
+    if (hc) pk = hc->peer;
+    else {
+        const union MHD_ConnectionInfo *ai = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        df__peer_key(ai ? ai->client_addr : NULL, &pk);
+    }
+    pthread_mutex_lock(&h->conn_mu);
+    df__peers_del(&h->peers, &pk);
+    if (hc) {
+        if (hc->prev) hc->prev->next = hc->next;
+        else h->hconns = hc->next;
+        if (hc->next) hc->next->prev = hc->prev;
+    }
+    pthread_mutex_unlock(&h->conn_mu);
+    free(hc);
+    *socket_context = NULL;
 }
 
 static int listen_on(const df_config_t *cfg, int *port, df_error_t *err)
@@ -1222,11 +1376,22 @@ static void daemons_stop(df_http_t *h)
 }
 
 /* df_http_start failed after listening: daemons, socket, h */
+static void reaper_stop(df_http_t *h)
+{
+    if (!h->reaper_started) return;
+    atomic_store(&h->reaper_stop, 1);
+    pthread_join(h->reaper, NULL);
+    h->reaper_started = 0;
+}
+
 static void start_undo(df_http_t *h)
 {
+    reaper_stop(h);
     daemons_stop(h);
     close(h->lfd);
     pthread_mutex_destroy(&h->pool_mu);
+    pthread_mutex_destroy(&h->conn_mu);
+    df__peers_free(&h->peers);
     free(h);
 }
 
@@ -1241,7 +1406,10 @@ int df_http_start(df_server_t *s, const df_config_t *cfg, df_http_t **out, int *
     atomic_init(&h->repo_ops, 0);
     atomic_init(&h->quiescing, 0);
     atomic_init(&h->conns, 0);
+    atomic_init(&h->reaper_stop, 0);
+    atomic_init(&h->timeouts, 0);
     pthread_mutex_init(&h->pool_mu, NULL);
+    pthread_mutex_init(&h->conn_mu, NULL);
     df_ks_limits_default(&h->lim);
     h->lim.max_depth = cfg->max_json_depth;
     h->lim.max_elements = cfg->max_json_elements;
@@ -1250,6 +1418,7 @@ int df_http_start(df_server_t *s, const df_config_t *cfg, df_http_t **out, int *
     int rc = listen_on(cfg, port, err);
     if (rc < 0) {
         pthread_mutex_destroy(&h->pool_mu);
+        pthread_mutex_destroy(&h->conn_mu);
         free(h);
         return rc;
     }
@@ -1282,6 +1451,11 @@ int df_http_start(df_server_t *s, const df_config_t *cfg, df_http_t **out, int *
         }
         h->nd = k + 1;
     }
+    if (pthread_create(&h->reaper, NULL, reaper_main, h)) {
+        start_undo(h);
+        return df_error_set(err, DF_EIO, "cannot start the HTTP timeout thread");
+    }
+    h->reaper_started = 1;
     if (pthread_create(&h->acceptor, NULL, acceptor_main, h)) {
         start_undo(h);
         return df_error_set(err, DF_EIO, "cannot start the HTTP acceptor thread");
@@ -1311,6 +1485,7 @@ void df_http_stop(df_http_t **ph)
     df_http_quiesce(h);
     /* a load/unload still running holds a suspended connection */
     for (int i = 0; i < 6000 && atomic_load(&h->repo_ops) > 0; i++) usleep(10000);
+    reaper_stop(h);
     daemons_stop(h);
     while (h->pool) {
         req_t *q = h->pool;
@@ -1318,5 +1493,7 @@ void df_http_stop(df_http_t **ph)
         req_destroy(q);
     }
     pthread_mutex_destroy(&h->pool_mu);
+    pthread_mutex_destroy(&h->conn_mu);
+    df__peers_free(&h->peers);
     free(h);
 }

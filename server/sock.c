@@ -33,6 +33,7 @@
 #include "sock.h"
 
 #include "frame.h"
+#include "peers.h"
 #include "base/model_internal.h"
 
 #include <jansson.h>
@@ -91,6 +92,10 @@ struct conn {
     int inflight;
     size_t queued;           /* bytes in uv_write not completed */
     uint64_t last_active_ms;
+    uint64_t last_write_ms;  /* an answer started or finished being written */
+    uint64_t frame_start_ms; /* a frame's first byte arrived (0: none pending) */
+    df_peer_key_t peer;
+    int peer_counted;        /* counted in s->peers */
     req_t *cur;              /* request whose payload is being read */
     uint8_t rbuf[RBUF_SIZE];
     size_t rlen;             /* bytes in rbuf */
@@ -115,6 +120,9 @@ struct df_sock {
     int pool_n;
     size_t pool_bytes;       /* buffer bytes of pooled requests (<= pool_keep_bytes) */
     uint64_t in_bytes;       /* payloads held (max_input_buffered_bytes) */
+    df_peers_t peers;        /* connections per remote address */
+    long timeouts;           /* connections closed by body_timeout_s */
+    uint64_t last_timeout_log;
     /* guarded by mu */
     pthread_mutex_t mu;
     req_t *done_head, *done_tail;
@@ -220,6 +228,7 @@ static uint64_t now_ms(df_sock_t *s) { return uv_now(&s->loop); }
 static void conn_free(conn_t *c)
 {
     df_sock_t *s = c->s;
+    if (c->peer_counted) df__peers_del(&s->peers, &c->peer);
     if (c->prev) c->prev->next = c->next;
     else s->conns = c->next;
     if (c->next) c->next->prev = c->prev;
@@ -273,6 +282,7 @@ static void on_write(uv_write_t *w, int status)
     conn_t *c = r->c;
     df_sock_t *s = c->s;
     c->queued -= r->wbytes;
+    c->last_write_ms = now_ms(s);
     int close_after = r->close_after || status < 0;
     req_put(s, r); /* c stays valid: the handle holds a reference until on_close */
     if (close_after) {
@@ -335,6 +345,7 @@ static void req_write(req_t *r)
     }
     r->wbytes = left;
     r->w.data = r;
+    if (c->queued == 0) c->last_write_ms = now_ms(s);
     c->queued += r->wbytes;
     if (uv_write(&r->w, &c->h.stream, bufs, nbufs, on_write)) {
         c->queued -= r->wbytes;
@@ -753,6 +764,7 @@ static void parse(conn_t *c)
             off += n;
             if (r->got < r->h.length) break;
             c->cur = NULL;
+            c->frame_start_ms = 0;
             dispatch(s, r);
             continue;
         }
@@ -792,11 +804,15 @@ static void parse(conn_t *c)
         r->hdr_rc = rc;
         if (rc) r->hdr_err = err;
         c->cur = r;
+        /* the frame's clock starts with its header, or with the first
+         * byte of a header that came in pieces */
+        if (!c->frame_start_ms) c->frame_start_ms = now_ms(s);
     }
     if (off) {
         memmove(c->rbuf, c->rbuf + off, c->rlen - off);
         c->rlen -= off;
     }
+    if (!c->cur && c->rlen > 0 && !c->frame_start_ms) c->frame_start_ms = now_ms(s);
 }
 
 static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
@@ -813,6 +829,7 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
         r->got += (size_t)nread;
         if (r->got == r->h.length) {
             c->cur = NULL;
+            c->frame_start_ms = 0;
             dispatch(c->s, r);
         }
         return;
@@ -840,7 +857,7 @@ static void on_connection(uv_stream_t *server, int status)
     if (s->conns) s->conns->prev = c;
     s->conns = c;
     s->n_conns++;
-    c->last_active_ms = now_ms(s);
+    c->last_active_ms = c->last_write_ms = now_ms(s);
     if (uv_accept(server, &c->h.stream)) {
         conn_close(c);
         return;
@@ -849,18 +866,76 @@ static void on_connection(uv_stream_t *server, int status)
         conn_fatal(c, 0, DF_ELIMIT, "too many connections");
         return;
     }
+    if (server == (uv_stream_t *)&s->tcp) {
+        struct sockaddr_storage pa;
+        int pl = sizeof pa;
+        if (uv_tcp_getpeername(&c->h.tcp, (struct sockaddr *)&pa, &pl) == 0)
+            df__peer_key((struct sockaddr *)&pa, &c->peer);
+        if (df__peers_add(&s->peers, &c->peer, s->cfg.max_connections_per_peer)) {
+            char addr[64], msg[192];
+            df__peer_str(&c->peer, addr, sizeof addr);
+            snprintf(msg, sizeof msg, "too many connections from %s (max_connections_per_peer %d)",
+                     addr, s->cfg.max_connections_per_peer);
+            conn_fatal(c, 0, DF_ELIMIT, msg);
+            return;
+        }
+        c->peer_counted = 1;
+    }
     if (server == (uv_stream_t *)&s->tcp) uv_tcp_nodelay(&c->h.tcp, 1);
     conn_update_reading(c);
 }
 
+/* A frame that did not complete in body_timeout_s: an ERROR if the socket
+ * takes it at once, then close (the client may be reading nothing). */
+static void conn_timeout(conn_t *c, uint64_t waited_ms)
+{
+    df_sock_t *s = c->s;
+    char msg[160];
+    snprintf(msg, sizeof msg, "frame not complete after %.1f s (body_timeout_s %d); closing",
+             (double)waited_ms / 1000.0, s->cfg.body_timeout_s);
+    if (c->queued == 0) {
+        df_frame_buf_t fb;
+        df_error_t e;
+        df_frame_buf_init(&fb);
+        if (df_frame_encode_error(c->cur ? c->cur->h.id : 0, DF_ETIMEDOUT, msg, &fb.o, &e) == 0) {
+            uv_buf_t b[DF_FRAME_MAX_SEGS];
+            for (int i = 0; i < fb.o.n_segs; i++)
+                b[i] = uv_buf_init((char *)fb.o.segs[i].base, (unsigned)fb.o.segs[i].len);
+            (void)uv_try_write(&c->h.stream, b, (unsigned)fb.o.n_segs);
+        }
+    }
+    s->timeouts++;
+    conn_close(c);
+}
+
+/* Every 250 ms: close connections idle for idle_timeout_s (nothing
+ * received, nothing in flight), whose answers have not moved for
+ * idle_timeout_s (a client that stopped reading), or whose frame has been
+ * arriving for more than body_timeout_s (a byte at a time keeps the idle
+ * clock from ever running out). */
 static void on_idle_timer(uv_timer_t *t)
 {
     df_sock_t *s = t->data;
     uint64_t now = now_ms(s), lim = (uint64_t)s->cfg.idle_timeout_s * 1000;
+    uint64_t blim = (uint64_t)s->cfg.body_timeout_s * 1000;
+    int timed_out = 0;
     for (conn_t *c = s->conns, *n; c; c = n) {
         n = c->next;
-        if (!c->closed && c->inflight == 0 && c->queued == 0 && now - c->last_active_ms > lim)
+        if (c->closed) continue;
+        if (c->frame_start_ms && now - c->frame_start_ms > blim && !c->draining) {
+            conn_timeout(c, now - c->frame_start_ms);
+            timed_out++;
+        } else if (c->queued > 0 && now - c->last_write_ms > lim) {
             conn_close(c);
+            timed_out++;
+        } else if (c->inflight == 0 && c->queued == 0 && now - c->last_active_ms > lim)
+            conn_close(c);
+    }
+    if (timed_out && now - s->last_timeout_log > 1000) {
+        df__log("socket: closed %d connection%s: a frame incomplete after %d s (body_timeout_s) "
+                "or answers unread for %d s (idle_timeout_s)",
+                timed_out, timed_out > 1 ? "s" : "", s->cfg.body_timeout_s, s->cfg.idle_timeout_s);
+        s->last_timeout_log = now;
     }
 }
 
@@ -903,6 +978,8 @@ void df_sock_config_from(df_sock_config_t *o, const df_config_t *cfg)
     o->max_frame_bytes = DF_FRAME_DEFAULT_MAX_PAYLOAD;
     o->max_inflight = 256;
     o->idle_timeout_s = 60;
+    o->body_timeout_s = 60;
+    o->max_connections_per_peer = 256;
     o->max_connections = 1024;
     o->max_queued_bytes = 64u << 20;
     o->max_input_buffered_bytes = 512ull << 20;
@@ -918,6 +995,8 @@ void df_sock_config_from(df_sock_config_t *o, const df_config_t *cfg)
                                                                : (uint32_t)cfg->max_frame_bytes;
     if (cfg->max_inflight_per_conn > 0) o->max_inflight = cfg->max_inflight_per_conn;
     if (cfg->idle_timeout_s > 0) o->idle_timeout_s = cfg->idle_timeout_s;
+    if (cfg->body_timeout_s > 0) o->body_timeout_s = cfg->body_timeout_s;
+    o->max_connections_per_peer = cfg->max_connections_per_peer;
     if (cfg->max_connections > 0) o->max_connections = cfg->max_connections;
 }
 
@@ -983,7 +1062,7 @@ int df_sock_start(df_server_t *srv, const df_sock_config_t *cfg, df_sock_t **out
             goto fail;
         }
     }
-    uv_timer_start(&s->idle_timer, on_idle_timer, 1000, 1000);
+    uv_timer_start(&s->idle_timer, on_idle_timer, 250, 250);
     if (pthread_create(&s->th, NULL, loop_main, s)) {
         rc = df_error_set(err, DF_EINTERNAL, "socket front: cannot start its thread");
         goto fail;
@@ -995,6 +1074,7 @@ fail:
     on_stop(&s->stop_async);
     uv_run(&s->loop, UV_RUN_DEFAULT);
     uv_loop_close(&s->loop);
+    df__peers_free(&s->peers);
     free(s);
     return rc;
 }
@@ -1039,6 +1119,7 @@ void df_sock_stop(df_sock_t **ps)
         free(p);
     }
     /* with jobs still inside the engine, their callbacks will read s: keep it */
+    df__peers_free(&s->peers);
     if (pending == 0) {
         pthread_mutex_destroy(&s->mu);
         free(s);

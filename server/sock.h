@@ -22,7 +22,10 @@ typedef struct df_sock_config {
     char unix_path[DF_PATH_MAX]; /* "" = no Unix socket */
     uint32_t max_frame_bytes; /* payload limit, default 64 MiB */
     int max_inflight;         /* per connection, default 256 */
-    int idle_timeout_s;       /* default 60 */
+    int idle_timeout_s;       /* default 60: nothing received and nothing in
+                                 flight; or answers queued and none written */
+    int body_timeout_s;       /* default 60: a frame, from its first byte */
+    int max_connections_per_peer; /* per remote address, default 256; 0 none */
     int max_connections;      /* default 1024 */
     size_t max_queued_bytes;  /* answers queued before reading pauses, 64 MiB */
     uint64_t max_input_buffered_bytes; /* all payloads held (declared lengths

@@ -22,6 +22,11 @@
  *    DF_EOVERLOAD) before they are read when they do not fit.
  *  - test_pool_memory_returned: after eight 23 MB answers the daemon's RSS
  *    returns to within the pools' keep (pool_keep_bytes).
+ *  - test_slow_clients: one peer trickling a byte at a time on both fronts
+ *    is cut off by header_timeout_s / body_timeout_s and capped by
+ *    max_connections_per_peer, while another peer is served.
+ *  - test_socket_write_stall: a socket client that stops reading is closed
+ *    after idle_timeout_s without progress.
  */
 #include "daemon_util.h"
 #include "frame.h"
@@ -134,6 +139,37 @@ static char *prop_binary(int poses, size_t *len, size_t *hlen)
     *len = n;
     *hlen = (size_t)hn;
     return b;
+}
+
+/* A TCP connection to 127.0.0.1:port from source address `from` (another
+ * loopback address: a different peer for max_connections_per_peer). */
+static int connect_from(int port, const char *from)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in src = {.sin_family = AF_INET};
+    inet_pton(AF_INET, from, &src.sin_addr);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    sa.sin_addr.s_addr = htonl(0x7f000001);
+    if (bind(fd, (struct sockaddr *)&src, sizeof src) ||
+        connect(fd, (struct sockaddr *)&sa, sizeof sa)) {
+        close(fd);
+        return -1;
+    }
+    struct timeval tv = {10, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    return fd;
+}
+
+/* 1 when the peer closed fd (EOF or reset), reading and dropping what
+ * arrived meanwhile; 0 while it is open. */
+static int peer_closed(int fd)
+{
+    char b[65536];
+    for (;;) {
+        ssize_t r = recv(fd, b, sizeof b, MSG_DONTWAIT);
+        if (r == 0) return 1;
+        if (r < 0) return errno != EAGAIN && errno != EWOULDBLOCK;
+    }
 }
 
 /* An INFER frame (new: free()). */
@@ -530,6 +566,173 @@ static void test_pool_memory_returned(void)
     DF_CHECK(daemon_stop(&d) == 0);
 }
 
+/* ------------------------------------------------- D6: slow clients */
+
+/* header_timeout_s = body_timeout_s = 1, max_connections_per_peer = 4,
+ * idle_timeout_s 30 (so that only the new timeouts can act). A peer
+ * (127.0.0.2) opens six connections to each front: the fifth and sixth are
+ * refused at once (HTTP 429 / ERROR DF_ELIMIT naming the limit). Its four
+ * HTTP connections trickle a byte every 200 ms — two of them in the
+ * headers, two in a declared body — and its socket connections a frame's
+ * payload, a frame's header, or nothing after a complete PING: every
+ * trickling connection is closed by the daemon within the timeout and a
+ * second (libmicrohttpd's idle clock, reset by every byte, never fires);
+ * meanwhile 127.0.0.1 is served; afterwards the peer may connect again. */
+static void test_slow_clients(void)
+{
+    daemon_t d;
+    const char *extra[] = {"--socket-port", "0", "--set", "header_timeout_s=1", "--set",
+                           "body_timeout_s=1", "--set", "idle_timeout_s=30", "--set",
+                           "max_connections_per_peer=4", NULL};
+    if (daemon_start(&d, repo, "slow", extra)) {
+        DF_CHECK(0);
+        return;
+    }
+    int sp = sock_port_of(&d);
+    int hf[6], sf[6];
+    char buf[4096];
+    for (int i = 0; i < 6; i++) {
+        hf[i] = connect_from(d.port, "127.0.0.2");
+        DF_CHECK(hf[i] >= 0);
+        usleep(30000); /* accepted in this order */
+    }
+    for (int i = 4; i < 6; i++) {
+        read_until(hf[i], buf, sizeof buf, "}", 2000);
+        DF_CHECK_MSG(strstr(buf, "HTTP/1.1 429") && strstr(buf, "max_connections_per_peer 4") &&
+                         strstr(buf, "127.0.0.2"),
+                     "HTTP connection %d of the peer: '%.200s'", i + 1, buf);
+        close(hf[i]);
+    }
+    for (int i = 0; i < 6; i++) {
+        sf[i] = connect_from(sp, "127.0.0.2");
+        DF_CHECK(sf[i] >= 0);
+        usleep(30000);
+    }
+    for (int i = 4; i < 6; i++) {
+        static uint8_t fb[8192] __attribute__((aligned(8)));
+        long r = read_frame(sf[i], fb, sizeof fb);
+        df_frame_t f;
+        df_error_t e = {0};
+        DF_CHECK_MSG(r > 0 && df_frame_decode(fb, (size_t)r, sizeof fb, &f, NULL, &e) == 0 &&
+                         f.h.type == DF_FT_ERROR && f.u.error.code == DF_ELIMIT &&
+                         strstr(f.u.error.msg, "max_connections_per_peer"),
+                     "socket connection %d of the peer", i + 1);
+        close(sf[i]);
+    }
+    /* the trickles */
+    const char *h0 = "POST /v2/models/prop/infer HTTP/1.1\r\nHost: x\r\n";
+    const char *h2 = "POST /v2/models/prop/infer HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n";
+    for (int i = 0; i < 4; i++) DF_CHECK(send_all(hf[i], i < 2 ? h0 : h2, strlen(i < 2 ? h0 : h2)) == 0);
+    uint8_t ping[24] = {0};
+    uint32_t magic = DF_FRAME_MAGIC, plen = 100;
+    uint16_t ver = DF_FRAME_VERSION, type = DF_FT_PING;
+    memcpy(ping, &magic, 4);
+    memcpy(ping + 4, &ver, 2);
+    memcpy(ping + 6, &type, 2);
+    memcpy(ping + 20, &plen, 4);
+    DF_CHECK(send_all(sf[0], ping, 24) == 0);  /* then its payload, a byte at a time */
+    DF_CHECK(send_all(sf[1], ping, 10) == 0);  /* then the rest of its header, likewise */
+    uint8_t small_ping[26];                     /* a whole PING, then silence */
+    memcpy(small_ping, ping, 24);
+    plen = 2;
+    memcpy(small_ping + 20, &plen, 4);
+    small_ping[24] = 'h';
+    small_ping[25] = 'i';
+    DF_CHECK(send_all(sf[2], small_ping, 26) == 0);
+    double t0 = now_s(), closed_at[8] = {0};
+    int open_n = 7, served = 0;
+    while (open_n > 0 && now_s() - t0 < 4.0) {
+        usleep(200000);
+        for (int i = 0; i < 4; i++) {
+            if (closed_at[i] > 0) continue;
+            if (peer_closed(hf[i]) || send(hf[i], "a", 1, MSG_NOSIGNAL) < 0) {
+                closed_at[i] = now_s() - t0;
+                open_n--;
+            }
+        }
+        for (int i = 0; i < 3; i++) {
+            if (closed_at[4 + i] > 0) continue;
+            if (peer_closed(sf[i]) || (i < 2 && send(sf[i], ping + 10, 1, MSG_NOSIGNAL) < 0)) {
+                closed_at[4 + i] = now_s() - t0;
+                open_n--;
+            }
+        }
+        resp_t r;
+        if (http_req(C, d.port, "GET", "/v2/health/ready", NULL, 0, NULL, &r) == 0 && r.status == 200)
+            served++;
+        resp_free(&r);
+    }
+    for (int i = 0; i < 6; i++) {
+        const char *what[] = {"HTTP headers", "HTTP headers", "HTTP body", "HTTP body",
+                              "socket payload", "socket header"};
+        DF_CHECK_MSG(closed_at[i] > 0.7 && closed_at[i] < 3.0,
+                     "%s trickle %d: closed after %.1f s (timeout 1 s; 0 = still open after 4 s)",
+                     what[i], i, closed_at[i]);
+    }
+    DF_CHECK_MSG(closed_at[6] == 0, "an idle socket connection (idle_timeout_s 30) was closed after %.1f s",
+                 closed_at[6]);
+    DF_CHECK_MSG(served > 5, "127.0.0.1 served %d times meanwhile", served);
+    for (int i = 0; i < 4; i++) close(hf[i]);
+    for (int i = 0; i < 3; i++) close(sf[i]);
+    usleep(300000);
+    /* the peer's count went back down: it is served again */
+    int again = connect_from(d.port, "127.0.0.2");
+    const char *get = "GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n";
+    DF_CHECK(again >= 0 && send_all(again, get, strlen(get)) == 0);
+    read_until(again, buf, sizeof buf, "}", 2000);
+    DF_CHECK_MSG(strstr(buf, "HTTP/1.1 200") && strstr(buf, "\"live\":true"), "again: '%.200s'", buf);
+    close(again);
+    resp_t m;
+    DF_CHECK(http_req(C, d.port, "GET", "/metrics", NULL, 0, NULL, &m) == 0);
+    const char *key = "\ndeformd_http_read_timeouts_total ";
+    const char *tm = m.body ? strstr(m.body, key) : NULL;
+    DF_CHECK_MSG(tm && atol(tm + strlen(key)) >= 4, "%s", tm ? tm : "no deformd_http_read_timeouts_total");
+    resp_free(&m);
+    DF_CHECK(alive(&d));
+    DF_CHECK(daemon_stop(&d) == 0);
+}
+
+/* A socket client that sends 40 requests of 1.5 MB answers and reads
+ * nothing: once its answers have not moved for idle_timeout_s (1 s here)
+ * the daemon closes the connection, and the answers it held are freed;
+ * before, it kept them (and the connection) for as long as the client
+ * stayed. */
+static void test_socket_write_stall(void)
+{
+    daemon_t d;
+    const char *extra[] = {"--socket-port", "0", "--set", "idle_timeout_s=1", NULL};
+    if (daemon_start(&d, repo, "stall", extra)) {
+        DF_CHECK(0);
+        return;
+    }
+    int fd = raw_connect(sock_port_of(&d));
+    int rcv = 64 << 10;
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcv, sizeof rcv);
+    df_frame_infer_t q;
+    memset(&q, 0, sizeof q);
+    q.n_poses = 64;
+    strcpy(q.character, "alice");
+    size_t n;
+    uint8_t *b = enc_infer(&q, 1, &n);
+    for (int i = 0; i < 40 && b; i++) DF_CHECK(send_all(fd, b, n) == 0);
+    free(b);
+    sleep(3);
+    /* now read: what was buffered, then the end */
+    struct timeval tv = {3, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    static char buf[1 << 20];
+    size_t total = 0;
+    ssize_t r;
+    while ((r = recv(fd, buf, sizeof buf, 0)) > 0) total += (size_t)r;
+    DF_CHECK_MSG(r == 0 || (r < 0 && errno == ECONNRESET),
+                 "after 3 s of not reading: %s (%zu bytes read)", r < 0 ? strerror(errno) : "open",
+                 total);
+    DF_CHECK_MSG(total < 40u * 1470000, "all %zu bytes of the 40 answers arrived", total);
+    close(fd);
+    DF_CHECK(alive(&d));
+    DF_CHECK(daemon_stop(&d) == 0);
+}
+
 /* ------------------------------------------------------------ main */
 
 int main(void)
@@ -550,6 +753,8 @@ int main(void)
     DF_RUN(test_output_limits);
     DF_RUN(test_input_budget);
     DF_RUN(test_pool_memory_returned);
+    DF_RUN(test_slow_clients);
+    DF_RUN(test_socket_write_stall);
     curl_easy_cleanup(C);
     curl_global_cleanup();
     return test_out_done(dftest_exit());
