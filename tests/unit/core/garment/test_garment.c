@@ -12,7 +12,7 @@
  * by the state; then each vertex closer to the nearest candidate body vertex
  * than min(clearance, margin) along its normal is pushed out to it.
  *
- * Also: batch vs single calls, the state output, the damping, the
+ * Also: batch vs single calls (1e-6), the state output, the damping, the
  * no-shape-model and no-resolution parameters, bad inputs and bad files
  * (the message names the tensor), clips forwarded to the body.
  * Tolerance: 2e-5 (float evaluation of coordinates of magnitude ~2).
@@ -489,7 +489,11 @@ static void test_vs_reference(void)
         b1.in[is] = a0, b1.in[ir] = a1, b1.in[ist] = a2;
         b1.out[op] = oo;
         DF_CHECK(df_model_evaluate(m, &b1, sc, &err) == 0);
-        DF_CHECK(memcmp(one, pos[p], sizeof one) == 0);
+        /* the body's batch runs sgemm where a single pose runs sgemv (non-AVX-512
+         * builds): float rounding, not bits */
+        double d1 = 0;
+        for (int i = 0; i < G * 3; i++) d1 = fmax(d1, fabs(one[i] - pos[p][i]));
+        DF_CHECK_MSG(d1 < 1e-6, "pose %d: alone vs batch %g", p, d1);
     }
     /* the checks above can fail: the shape term, the damping and the
      * resolution each change the answer */
