@@ -26,9 +26,12 @@
  * A periodic timer closes connections idle for idle_timeout_s.
  *
  * Lifetimes. A connection is reference-counted: one reference for the open
- * handle (dropped in its close callback) and one per live req. A client
- * that disconnects with jobs in flight is closed at once; its jobs complete
- * later into the completion list, see c->closed and are dropped.
+ * handle (dropped in its close callback) and one per live req. End of
+ * stream (the client's shutdown(SHUT_WR), or its close) stops reading and
+ * drops a frame it did not finish; the requests it sent before are still
+ * answered, and the connection closes once the last answer is written (or
+ * a write fails because the client is gone). Jobs of a closed connection
+ * complete later into the completion list, see c->closed and are dropped.
  */
 #include "sock.h"
 
@@ -89,6 +92,8 @@ struct conn {
     int reading;             /* uv_read_start active */
     int paused;              /* reading stopped for backpressure */
     int draining;            /* fatal error: no more reads, close after writes */
+    int eof;                 /* the client shut down its side: no more reads;
+                              * close once every answer is written */
     int inflight;
     size_t queued;           /* bytes in uv_write not completed */
     uint64_t last_active_ms;
@@ -158,6 +163,7 @@ static req_t *req_get(df_sock_t *s, conn_t *c)
 }
 
 static void conn_unref(conn_t *c);
+static void conn_close(conn_t *c);
 
 static void req_put(df_sock_t *s, req_t *r)
 {
@@ -169,6 +175,8 @@ static void req_put(df_sock_t *s, req_t *r)
     r->in_charged = 0;
     if (r->counted) c->inflight--;
     r->c = NULL;
+    /* half-closed by the client: done once the last answer is written */
+    if (c->eof && !c->closed && c->inflight == 0 && c->queued == 0) conn_close(c);
     if (s->pool_n < POOL_MAX) {
         if (r->cap > POOL_KEEP_BYTES ||
             s->pool_bytes + r->cap + r->clipcap + r->enccap > s->cfg.pool_keep_bytes) {
@@ -265,7 +273,7 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf);
 static void conn_update_reading(conn_t *c)
 {
     if (c->closed) return;
-    int want = !c->draining && !c->paused;
+    int want = !c->draining && !c->paused && !c->eof;
     if (want && !c->reading) {
         if (uv_read_start(&c->h.stream, on_alloc, on_read) == 0) c->reading = 1;
     } else if (!want && c->reading) {
@@ -818,8 +826,25 @@ static void parse(conn_t *c)
 static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 {
     conn_t *c = st->data;
+    if (nread == UV_EOF && !c->closed) {
+        /* the client shut down its sending side (or closed): answer what
+         * it sent before, then close; a frame it did not finish is
+         * dropped. A client that closed entirely makes the writes fail,
+         * which closes the connection too. */
+        c->eof = 1;
+        conn_update_reading(c);
+        if (c->cur) {
+            req_t *r = c->cur;
+            c->cur = NULL;
+            req_put(c->s, r);
+        }
+        c->rlen = 0;
+        c->frame_start_ms = 0;
+        if (!c->closed && c->inflight == 0 && c->queued == 0) conn_close(c);
+        return;
+    }
     if (nread < 0) {
-        conn_close(c); /* EOF or error; jobs in flight complete into nothing */
+        conn_close(c); /* an error; jobs in flight complete into nothing */
         return;
     }
     if (nread == 0) return;

@@ -27,6 +27,8 @@
  *    max_connections_per_peer, while another peer is served.
  *  - test_socket_write_stall: a socket client that stops reading is closed
  *    after idle_timeout_s without progress.
+ *  - test_half_close: requests followed by shutdown(SHUT_WR) are all
+ *    answered on both fronts, then the daemon closes.
  */
 #include "daemon_util.h"
 #include "frame.h"
@@ -733,6 +735,118 @@ static void test_socket_write_stall(void)
     DF_CHECK(daemon_stop(&d) == 0);
 }
 
+/* ------------------------------------------------- D7: half-close */
+
+/* Reads fd until EOF or `secs` pass; returns the bytes (new: free()) and
+ * sets *eof when the daemon closed its side. */
+static char *read_to_eof(int fd, double secs, size_t *len, int *eof)
+{
+    size_t cap = 1 << 16, n = 0;
+    char *b = malloc(cap);
+    *eof = 0;
+    struct timeval tv = {0, 100000};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    double t0 = now_s();
+    while (now_s() - t0 < secs) {
+        if (n + 4096 > cap) b = realloc(b, cap *= 2);
+        ssize_t r = recv(fd, b + n, cap - n - 1, 0);
+        if (r == 0) {
+            *eof = 1;
+            break;
+        }
+        if (r > 0) n += (size_t)r;
+        else if (errno != EAGAIN && errno != EWOULDBLOCK) break;
+    }
+    b[n] = 0;
+    *len = n;
+    return b;
+}
+
+/* A client sends its requests and shuts down its sending side
+ * (shutdown(SHUT_WR)), as `nc -N` or a batch script does: every request
+ * it sent is answered, then the daemon closes. The requests are queued
+ * (inline_max_us 0, 20 ms batching delay), so the half-close arrives while
+ * they wait; before, the socket front closed at once and dropped them. */
+static void test_half_close(void)
+{
+    daemon_t d;
+    const char *extra[] = {"--socket-port", "0", "--set", "inline_max_us=0", "--set",
+                           "max_queue_delay_us=20000", NULL};
+    if (daemon_start(&d, repo, "halfclose", extra)) {
+        DF_CHECK(0);
+        return;
+    }
+    int sp = sock_port_of(&d);
+    int bad_sock = 0, bad_http = 0;
+    for (int round = 0; round < 5; round++) {
+        /* socket: five INFERs, then SHUT_WR */
+        int fd = raw_connect(sp);
+        df_frame_infer_t q;
+        memset(&q, 0, sizeof q);
+        q.n_poses = 1;
+        strcpy(q.character, "prop");
+        for (uint64_t id = 1; id <= 5; id++) {
+            size_t n;
+            uint8_t *b = enc_infer(&q, id, &n);
+            DF_CHECK(b && send_all(fd, b, n) == 0);
+            free(b);
+        }
+        shutdown(fd, SHUT_WR);
+        size_t len;
+        int eof;
+        char *all = read_to_eof(fd, 3.0, &len, &eof);
+        int results = 0;
+        uint64_t ids = 0;
+        size_t off = 0;
+        static uint8_t fb[1 << 16] __attribute__((aligned(8)));
+        while (off + DF_FRAME_HEADER_SIZE <= len) {
+            uint32_t pl;
+            memcpy(&pl, all + off + 20, 4);
+            if (off + DF_FRAME_HEADER_SIZE + pl > len || DF_FRAME_HEADER_SIZE + pl > sizeof fb) break;
+            memcpy(fb, all + off, DF_FRAME_HEADER_SIZE + pl);
+            df_frame_t f;
+            df_error_t e = {0};
+            if (df_frame_decode(fb, DF_FRAME_HEADER_SIZE + pl, sizeof fb, &f, NULL, &e) == 0 &&
+                f.h.type == DF_FT_RESULT) {
+                results++;
+                ids += f.h.id;
+            }
+            off += DF_FRAME_HEADER_SIZE + pl;
+        }
+        if (results != 5 || ids != 15 || !eof) {
+            bad_sock++;
+            fprintf(stderr, "socket round %d: %d results (ids sum %llu), %s\n", round, results,
+                    (unsigned long long)ids, eof ? "closed" : "not closed after 3 s");
+        }
+        free(all);
+        close(fd);
+        /* HTTP: three pipelined requests, then SHUT_WR */
+        fd = raw_connect(d.port);
+        const char *body = "{\"inputs\":[{\"name\":\"weights\",\"datatype\":\"FP32\",\"shape\":[4],"
+                           "\"data\":[1,0,0.5,0]}],\"outputs\":[{\"name\":\"positions\"}]}";
+        char req[1024];
+        int rn = snprintf(req, sizeof req,
+                          "POST /v2/models/prop/infer HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\n\r\n%s",
+                          strlen(body), body);
+        for (int k = 0; k < 3; k++) DF_CHECK(send_all(fd, req, (size_t)rn) == 0);
+        shutdown(fd, SHUT_WR);
+        all = read_to_eof(fd, 3.0, &len, &eof);
+        int answers = 0;
+        for (const char *p = all; (p = strstr(p, "HTTP/1.1 200")); p++) answers++;
+        if (answers != 3 || !eof) {
+            bad_http++;
+            fprintf(stderr, "HTTP round %d: %d answers, %s\n", round, answers,
+                    eof ? "closed" : "not closed after 3 s");
+        }
+        free(all);
+        close(fd);
+    }
+    DF_CHECK_MSG(bad_sock == 0, "socket: %d of 5 half-closed connections not fully answered", bad_sock);
+    DF_CHECK_MSG(bad_http == 0, "HTTP: %d of 5 half-closed connections not fully answered", bad_http);
+    DF_CHECK(alive(&d));
+    DF_CHECK(daemon_stop(&d) == 0);
+}
+
 /* ------------------------------------------------------------ main */
 
 int main(void)
@@ -755,6 +869,7 @@ int main(void)
     DF_RUN(test_pool_memory_returned);
     DF_RUN(test_slow_clients);
     DF_RUN(test_socket_write_stall);
+    DF_RUN(test_half_close);
     curl_easy_cleanup(C);
     curl_global_cleanup();
     return test_out_done(dftest_exit());
