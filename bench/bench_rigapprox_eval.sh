@@ -20,7 +20,9 @@
 #
 # The Red Eclipse rig's Rigify switches (IK/FK, isolate, follow: custom properties read by
 # drivers) keep their values from the file (--ranges, re_ranges.json below): the actions never
-# change them, and sampling them would train the model on IK/FK blends no animation uses.
+# change them, and sampling them would train the model on IK/FK blends no animation uses. Its
+# deform skeleton is flat (every DEF bone a root): --hierarchy chains gives the joint features a
+# parent frame (the joint each one hangs from).
 set -eu
 cd "$(dirname "$0")/.."
 B=${B:-build}
@@ -62,9 +64,9 @@ export_rig() { # NAME BLEND [extra exporter options...]
             grep --line-buffered -v "^Blender\|^Read\|^$\|quit\|^ERROR (bke"
     fi
     [ -f "$o/test.st" ] || "${EXPORT[@]}" --in "$blend" --out "$o/test.st" --samples "$TEST" --seed 77 \
-        --influence-poses 0 --quiet "$@" 2>&1 | grep "error" || true
+        --influence-poses 0 --quiet "$@" 2>&1 | grep "rig_export.py: error" || true
     [ -f "$o/actions.st" ] || "${EXPORT[@]}" --in "$blend" --out "$o/actions.st" --actions --quiet "$@" 2>&1 |
-        grep "error" || true
+        grep "rig_export.py: error" || true
 }
 
 for rig in $RIGS; do
@@ -87,7 +89,7 @@ for rig in $RIGS; do
 EOF
         [ -f "$OUT/re.blend" ] || blender -b --factory-startup -noaudio -P tools/blender/demo_rig.py -- \
             --in "$RE_BLEND" --out "$OUT/re.blend" 2>&1 | grep "demo_rig"
-        export_rig re "$OUT/re.blend" --ranges "$OUT/re_ranges.json"
+        export_rig re "$OUT/re.blend" --ranges "$OUT/re_ranges.json" --hierarchy chains
         ;;
     *) echo "eval-rigapprox: unknown rig '$rig' (demo, re)"; exit 2 ;;
     esac

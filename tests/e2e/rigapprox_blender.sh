@@ -11,7 +11,7 @@
 #     margin, CTL-2/rot_x from --ranges, bulge from its min/max (a model input); nothing else;
 #   - sampled values inside their ranges and reaching beyond what the action uses, and equal to the
 #     rotation Blender evaluated (DEF-1 in DEF-0's frame, from the written matrices and rest frames);
-#   - the hierarchy written is the armature's: three roots;
+#   - the hierarchy written is the armature's: three roots (--hierarchy chains: a chain);
 #   - the driver and the modifier are evaluated: v_nl (from our LBS of the written matrices and
 #     weights) is bulge x the shape key at the top, non-zero around the smoothed bend, and 0 (LBS
 #     exactly) elsewhere; with the key and the modifier muted it is 0 everywhere (conventions);
@@ -163,6 +163,8 @@ def tube(d):
     def hierarchy():
         ok("rab-hierarchy-flat", json.loads(m["joint_names"]) == ["DEF-0", "DEF-1", "DEF-2"] and
            list(t["joint_parents"]) == [-1, -1, -1], "%s %s" % (m["joint_names"], t["joint_parents"]))
+        t2, _ = read(d + "/lbs.st")  # --hierarchy chains: each DEF bone hangs from the one it meets
+        ok("rab-hierarchy-chains", list(t2["joint_parents"]) == [-1, 0, 1], "%s" % t2["joint_parents"])
 
     def limits():
         sv = t["sample_values"].astype(np.float64)
@@ -259,7 +261,8 @@ COMMON=(--samples 40 --influence-poses 4 --seed 3 --ranges "$T/ranges.json")
     && grep -q "ETA" "$T/e1.log" && ok rab-export || { tail -20 "$T/e1.log"; fail rab-export; finish; exit 1; }
 "${BL[@]}" "${EXP[@]}" --in "$T/tube.blend" --out "$T/sh.st" "${COMMON[@]}" --jobs 2 >"$T/e2.log" 2>&1 \
     && ok rab-export-jobs || { tail -20 "$T/e2.log"; fail rab-export-jobs; }
-"${BL[@]}" "${EXP[@]}" --in "$T/tube_lbs.blend" --out "$T/lbs.st" --samples 12 --influence-poses 0 >"$T/e3.log" 2>&1 \
+"${BL[@]}" "${EXP[@]}" --in "$T/tube_lbs.blend" --out "$T/lbs.st" --samples 12 --influence-poses 0 --hierarchy chains \
+    >"$T/e3.log" 2>&1 \
     || { tail -20 "$T/e3.log"; fail rab-export-lbs; }
 "${BL[@]}" "${EXP[@]}" --in "$T/tube.blend" --out "$T/act.st" --actions --ranges "$T/ranges.json" >"$T/e4.log" 2>&1 \
     || { tail -20 "$T/e4.log"; fail rab-export-actions; }

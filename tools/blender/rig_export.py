@@ -6,7 +6,7 @@
             [--armature NAME] [--mesh NAME]... [--bones PATTERN]... [--exclude PATTERN]...
             [--collection NAME]... [--ranges FILE.json] [--margin 0.15] [--sigma 0.5]
             [--default-rotation 0.8] [--include-roots] [--influence-poses 20] [--jobs N]
-            [--list] [--quiet]
+            [--hierarchy armature|chains] [--list] [--quiet]
 
 DESIGN
 The file is opened as is (.blend; glTF / FBX imported into an empty scene) and nothing of the rig
@@ -14,7 +14,11 @@ is replaced: every sample sets the rig's own controls and reads what Blender's d
 (constraints, drivers, shape keys, every modifier).
   * Joints: the armature's deforming bones (and bones meshes are parented to), in armature order;
     their hierarchy is the armature's (nearest ancestor that is a joint), whatever it is (a flat
-    deform skeleton gives all roots). Written: world matrices per sample, rest frames, inverse binds.
+    deform skeleton gives all roots), or with --hierarchy chains a root joint hangs from the joint
+    whose tail meets its head, else whose bone passes nearest its head, else from the joint its
+    constraint target hangs from: the
+    trainer's joint features are then local to it. Written: world matrices per sample, rest
+    frames, inverse binds.
   * Controls: the pose channels (rotation per Euler axis, location, scale) of every bone that can
     move a joint (the joints, their ancestors, constraint targets and driver inputs, transitively)
     and the numeric custom properties drivers read. A channel is sampled when it has a range, in
@@ -78,12 +82,13 @@ def parse_args(argv):
     o = {"in": None, "out": None, "samples": 1000, "seed": 1, "actions": False, "action": [],
          "frame_step": 1, "armature": None, "mesh": [], "bones": [], "exclude": [], "collection": [],
          "ranges": None, "margin": 0.15, "sigma": 0.5, "default_rotation": 0.8, "include_roots": False,
-         "influence_poses": 20, "jobs": 1, "list": False, "quiet": False, "plan": None, "shard": None}
+         "influence_poses": 20, "jobs": 1, "list": False, "quiet": False, "plan": None, "shard": None,
+         "hierarchy": "armature"}
     flags = {"--actions": "actions", "--include-roots": "include_roots", "--list": "list", "--quiet": "quiet"}
     single = {"--in": str, "--out": str, "--samples": int, "--seed": int, "--frame-step": int,
               "--armature": str, "--ranges": str, "--margin": float, "--sigma": float,
               "--default-rotation": float, "--influence-poses": int, "--jobs": int, "--plan": str,
-              "--shard": str}
+              "--shard": str, "--hierarchy": str}
     multi = ("--action", "--mesh", "--bones", "--exclude", "--collection")
     i = 0
     while i < len(a):
@@ -113,6 +118,8 @@ def parse_args(argv):
         die("--influence-poses %d: want 0..10000" % o["influence_poses"])
     if not 1 <= o["jobs"] <= 64:
         die("--jobs %d: want 1..64" % o["jobs"])
+    if o["hierarchy"] not in ("armature", "chains"):
+        die("--hierarchy armature|chains, not '%s'" % o["hierarchy"])
     if not 1 <= o["frame_step"] <= 1000:
         die("--frame-step %d: want 1..1000" % o["frame_step"])
     if not (0 <= o["margin"] <= 10 and 0 < o["sigma"] <= 100 and 0 < o["default_rotation"] <= math.pi):
@@ -201,7 +208,66 @@ def m4(m):
     return np.array(m, dtype=np.float64)
 
 
-def rig_static(arm, meshes):
+def chain_parents(arm, joints, parents, height):
+    """--hierarchy chains: a joint without a joint ancestor (a flat deform skeleton, as
+    Rigify's) hangs from the joint whose tail is at its head (within 1 % of the height),
+    else from the joint whose bone passes nearest its head (within 5 %), else from the joint
+    its first constraint target hangs from (that target's ancestors, upwards, until a joint or
+    another joint's first target). No cycle is made."""
+    jidx = {n: i for i, n in enumerate(joints)}
+    heads = np.array([arm.data.bones[n].head_local for n in joints])
+    tails = np.array([arm.data.bones[n].tail_local for n in joints])
+    first = {}
+    for j, n in enumerate(joints):
+        for c in arm.pose.bones[n].constraints:
+            if not c.mute and c.influence > 0 and getattr(c, "target", None) == arm and getattr(c, "subtarget", ""):
+                first[j] = c.subtarget
+                break
+    owner = {}
+    for j, t in first.items():
+        owner.setdefault(t, j)
+    par = list(parents)
+
+    def attach(j, k):
+        a = k
+        while a >= 0 and a != j:
+            a = par[a]
+        if a != j:
+            par[j] = k
+        return a != j
+    for j, n in enumerate(joints):
+        if par[j] >= 0:
+            continue
+        d = ((tails - heads[j]) ** 2).sum(1)
+        d[j] = np.inf
+        k = int(np.argmin(d))
+        if d[k] < (1e-2 * height) ** 2 and attach(j, k):
+            continue
+        # the joint whose bone (head to tail) passes nearest its head, within 5 % of the height
+        seg = tails - heads
+        u = np.clip(((heads[j] - heads) * seg).sum(1) / np.maximum((seg * seg).sum(1), 1e-30), 0, 1)
+        d = ((heads + u[:, None] * seg - heads[j]) ** 2).sum(1)
+        d[j] = np.inf
+        hit = False
+        for k in np.argsort(d):
+            if d[k] >= (0.05 * height) ** 2:
+                break
+            if attach(j, int(k)):
+                hit = True
+                break
+        if hit:
+            continue
+        b = arm.data.bones.get(first[j]) if j in first else None
+        while b is not None:
+            k = jidx.get(b.name, owner.get(b.name, -1))
+            if k >= 0 and k != j:
+                attach(j, k)
+                break
+            b = b.parent
+    return np.array(par, dtype=np.int32)
+
+
+def rig_static(arm, meshes, hierarchy="armature"):
     """Joints, hierarchy, rest frames, inverse binds, skin, rest positions, triangles."""
     bones = list(arm.data.bones)
     need = {b.name for b in bones if b.use_deform}
@@ -218,6 +284,9 @@ def rig_static(arm, meshes):
         while p is not None and p.name not in jidx:
             p = p.parent
         parents.append(-1 if p is None else jidx[p.name])
+    if hierarchy == "chains":
+        ext = np.array([arm.data.bones[n].head_local for n in joints] + [arm.data.bones[n].tail_local for n in joints])
+        parents = chain_parents(arm, joints, parents, float(np.ptp(ext, axis=0).max()) or 1.0)
     aw = m4(arm.matrix_world)
     rest_frames = np.stack([aw @ m4(arm.data.bones[n].matrix_local) for n in joints])
     invbind = np.linalg.inv(rest_frames)
@@ -954,7 +1023,7 @@ def main():
     t0 = time.time()
     load(o["in"])
     arm, meshes = pick_rig(o)
-    st = rig_static(arm, meshes)
+    st = rig_static(arm, meshes, o["hierarchy"])
     height = float(np.ptp(st["rest"], axis=0).max())
     if not height > 0:
         die("the meshes' rest positions are all equal")
@@ -1076,6 +1145,7 @@ def main():
             "sample_controls": json.dumps([{x: c[x] for x in ("name", "lo", "hi", "default", "source", "input")}
                                            for c in controls]),
             "first_sample": str(mine[0] if mine else 0), "total_samples": str(total_n),
+            "hierarchy": o["hierarchy"],
             "sampling": "actions" if o["actions"] else "random seed %d sigma %g influence-poses %d"
                         % (o["seed"], o["sigma"], o["influence_poses"])}
     out = shard_path(o["out"], k, N)
