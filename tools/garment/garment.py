@@ -2,7 +2,7 @@
 # garment.py — the garment tool chain (docs/garment.md): body model, poses,
 # database plan, simulation pool, Kubernetes Job, fit, evaluation.
 #
-#   tools/garment/garment.py build DB [--cuts 1] [--bvh F.bvh] [--stride 4]
+#   tools/garment/garment.py build DB [--cuts 0] [--bvh F.bvh] [--stride 4]
 #   tools/garment/garment.py body-model DB --out BODY.safetensors
 #   tools/garment/garment.py plan DB [--anchors 8] [--pose-set 12] [--shape-values 1.5] [--test 6]
 #   tools/garment/garment.py run DB [--workers 1] [--nice 19] [--batch 1]
@@ -152,7 +152,7 @@ def cmd_plan(a):
 
 
 def gdb_defaults():
-    return dict(rest=5, ramp=25, hold=10, quality=10)
+    return dict(rest=3, ramp=20, hold=7, quality=10)
 
 
 def cmd_run(a):
@@ -217,7 +217,7 @@ def main():
     sub = ap.add_subparsers(dest='cmd', required=True)
     p = sub.add_parser('build', help='body, shirt and retargeted poses into DB')
     p.add_argument('db')
-    p.add_argument('--cuts', type=int, default=1, help='shirt subdivisions: 0 ~1.3k, 1 ~5k, 2 ~11k vertices')
+    p.add_argument('--cuts', type=int, default=0, help='shirt subdivisions: 0 1290, 1 4974, 2 ~11k vertices')
     p.add_argument('--offset', type=float, default=0.015, help='shirt offset from the body (m)')
     p.add_argument('--bvh', action='append', help='BVH file(s) (default: CMU 01_01 from assimp-testmodels)')
     p.add_argument('--stride', type=int, default=4, help='take every n-th BVH frame')

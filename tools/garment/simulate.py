@@ -39,7 +39,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gmath  # noqa: E402
 from bl_util import Body, eval_mesh, script_args  # noqa: E402
 
-DEFAULTS = dict(rest=5, ramp=25, hold=10, quality=10, mass=0.15, stiffness=15.0, bending=0.5,
+DEFAULTS = dict(rest=3, ramp=20, hold=7, quality=10, mass=0.15, stiffness=15.0, bending=0.5,
                 friction=0.5, thickness=0.005, distance=0.005, collision_quality=2)
 
 
@@ -124,10 +124,12 @@ def run_job(db, job, st, body, bmodel, gz, poses):
         cc.collision_quality = int(st['collision_quality'])
         cc.use_self_collision = False
         cm.point_cache.frame_start, cm.point_cache.frame_end = 1, nf
-        ts = time.time()
+        ts, cs = time.time(), time.process_time()
         for f in range(1, nf + 1):
             sc.frame_set(f)
         info['sim_seconds'] = round(time.time() - ts, 2)
+        info['sim_cpu_seconds'] = round(time.process_time() - cs, 2)  # all threads
+        info['load_average'] = os.getloadavg()[0]
         G = eval_mesh(g)
         B = eval_mesh(body.obj)
         info['garment_vertices'] = len(G)
