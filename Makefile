@@ -173,7 +173,10 @@ test-noavx512:
 OLDBLAS ?= Sandybridge
 test-oldblas: tests-build
 	@OPENBLAS_CORETYPE=$(OLDBLAS) B=$(B) BIN=$(BIN) DF_UNIT_FILTER=core/ DF_UNIT_ONLY=1 tests/run.sh
-	@OPENBLAS_CORETYPE=$(OLDBLAS) B=$(B) BIN=$(BIN) tests/e2e/core_golden.sh | tail -1
+	@mkdir -p $(B)/test-logs
+	@OPENBLAS_CORETYPE=$(OLDBLAS) B=$(B) BIN=$(BIN) tests/e2e/core_golden.sh >$(B)/test-logs/oldblas-core_golden.log 2>&1; \
+	    echo "core_golden under $(OLDBLAS): $$(grep -c '^ok ' $(B)/test-logs/oldblas-core_golden.log) passed, $$(grep -c '^FAIL ' $(B)/test-logs/oldblas-core_golden.log) failed"; \
+	    ! grep '^FAIL ' $(B)/test-logs/oldblas-core_golden.log
 
 asan:
 	@$(MAKE) --no-print-directory B=build/asan BIN=build/asan/bin OPT="-O1" SAN="-fsanitize=address,undefined -fno-omit-frame-pointer" test-only
