@@ -77,6 +77,7 @@ typedef struct hconn {
                                    * reading its body, or not reading */
     _Atomic int64_t since_ns;     /* when that state began */
     int shut;                     /* under conn_mu: timed out, shut down */
+    int url_nul;                  /* MHD thread: the request's URL had %00 */
 } hconn_t;
 
 struct df_http {
@@ -1028,6 +1029,18 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         q->is_post = !strcmp(method, "POST");
         q->is_get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
         q->is_options = !strcmp(method, "OPTIONS");
+        if (q->hc && q->hc->url_nul) {
+            q->hc->url_nul = 0;
+            return send_error(q, 400, "the URL contains %00 (a NUL byte), which no name may hold");
+        }
+        const char *te = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Transfer-Encoding");
+        if (te && strcasecmp(te, "chunked")) {
+            char msg[160];
+            snprintf(msg, sizeof msg,
+                     "Transfer-Encoding '%.40s' is not supported: send the body as it is, with "
+                     "Content-Length, or chunked", te);
+            return send_error(q, 501, msg);
+        }
         route(q, url);
         const char *fmt = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "format");
         if (fmt && !strcmp(fmt, "glb")) q->glb = 1;
@@ -1144,9 +1157,48 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     *con_cls = NULL;
     /* keep-alive: the next request's headers have header_timeout_s */
     hc_set(q->hc, HC_HEADERS);
+    if (q->hc) q->hc->url_nul = 0;
     /* a submitted job is finished here: the connection was resumed by done()
      * and the response sent (or the client went away) */
     req_put(q->h, q);
+}
+
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+/* MHD thread: URL (path and query) unescaping, as libmicrohttpd's own but
+ * a %00 stays as it is and marks the request (refused with 400 when the
+ * access handler sees it): decoded, the NUL cut the string and
+ * /v2/models/wuson%00x/... addressed "wuson". */
+static size_t unescape_url(void *cls, struct MHD_Connection *c, char *s)
+{
+    char *w = s;
+    const char *r = s;
+    while (*r) {
+        int hi, lo;
+        if (r[0] == '%' && (hi = hexval(r[1])) >= 0 && (lo = hexval(r[2])) >= 0) {
+            int v = hi * 16 + lo;
+            if (v == 0) {
+                const union MHD_ConnectionInfo *ci =
+                    MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+                hconn_t *hc = ci ? ci->socket_context : NULL;
+                if (hc) hc->url_nul = 1;
+                *w++ = *r++; /* keep "%00" */
+                continue;
+            }
+            *w++ = (char)v;
+            r += 3;
+            continue;
+        }
+        *w++ = *r++;
+    }
+    *w = 0;
+    return (size_t)(w - s);
 }
 
 static void mhd_log(void *cls, const char *fmt, va_list ap)
@@ -1434,6 +1486,7 @@ int df_http_start(df_server_t *s, const df_config_t *cfg, df_http_t **out, int *
             {MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)mhd_log, NULL},
             {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, h},
             {MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)on_connection, &h->slot[k]},
+            {MHD_OPTION_UNESCAPE_CALLBACK, (intptr_t)unescape_url, NULL},
             {MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)cfg->idle_timeout_s, NULL},
             {MHD_OPTION_CONNECTION_LIMIT, (intptr_t)cfg->max_connections + 64, NULL},
             /* MHD zeroes the used part of this pool after every request

@@ -119,6 +119,32 @@ static void resolve_www(df_config_t *cfg)
             tried[0], tried[1]);
 }
 
+/* Write "http=P socket=P pid=N" to path.tmp and rename it over path, so a
+ * reader never sees half a file; every step checked (a full disk made an
+ * empty ready file while the log said "ready"). 0, or -1 (logged, nothing
+ * left behind). */
+static int write_ready_file(const char *path, int http_port, int sock_port)
+{
+    char tmp[DF_PATH_MAX + 8];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) {
+        df__log("cannot write the ready file %s: %s; stopping", tmp, strerror(errno));
+        return -1;
+    }
+    int ok = fprintf(f, "http=%d socket=%d pid=%d\n", http_port, sock_port, (int)getpid()) > 0 &&
+             fflush(f) == 0;
+    int e = ok ? 0 : errno;
+    if (fclose(f) != 0 && ok) ok = 0, e = errno;
+    if (ok && rename(tmp, path)) ok = 0, e = errno;
+    if (!ok) {
+        df__log("cannot write the ready file %s: %s; stopping", path, strerror(e ? e : EIO));
+        unlink(tmp);
+        return -1;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     static df_config_t cfg;
@@ -224,15 +250,15 @@ int main(int argc, char **argv)
         df__log("socket listening on %s:%d%s%s", cfg.host, sock_port,
                 cfg.unix_path[0] ? " and unix:" : "", cfg.unix_path);
     }
-    if (cfg.ready_file[0]) {
-        char tmp[DF_PATH_MAX + 8];
-        snprintf(tmp, sizeof tmp, "%s.tmp", cfg.ready_file);
-        FILE *f = fopen(tmp, "w");
-        if (f) {
-            fprintf(f, "http=%d socket=%d pid=%d\n", http_port, sock_port, (int)getpid());
-            fclose(f);
-            rename(tmp, cfg.ready_file);
-        }
+    if (cfg.ready_file[0] && write_ready_file(cfg.ready_file, http_port, sock_port)) {
+        /* whoever waits for the file would wait forever: stop instead */
+        if (http) df_http_quiesce(http);
+        if (df__sock_quiesce) df__sock_quiesce();
+        df_server_drain(srv, 0);
+        df_http_stop(&http);
+        if (df__sock_stop) df__sock_stop();
+        df_server_free(&srv);
+        return 1;
     }
     df__log("ready");
 

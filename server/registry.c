@@ -234,6 +234,24 @@ fail:
     return rc;
 }
 
+/* The index's reason (served without a token): msg with every occurrence
+ * of "<repository>/" removed, so paths read relative to the repository
+ * and the server's directory layout is not shown (the log keeps them). */
+static void reason_set(char *dst, size_t cap, const char *msg, const char *repo)
+{
+    char pre[DF_PATH_MAX + 2];
+    snprintf(pre, sizeof pre, "%s/", repo);
+    size_t pl = strlen(pre), n = 0;
+    while (*msg && n + 1 < cap) {
+        if (pl > 1 && !strncmp(msg, pre, pl)) {
+            msg += pl;
+            continue;
+        }
+        dst[n++] = *msg++;
+    }
+    dst[n] = 0;
+}
+
 /* Under s->mu. */
 static df__mentry_t *mentry_find(df_server_t *s, const char *name)
 {
@@ -349,12 +367,15 @@ int df_server_load(df_server_t *s, const char *name, df_error_t *err)
         me->version = df_model_version(ld->model);
         me->n_loads++;
         me->reason[0] = 0;
-        if (skipped && skipped[0])
-            snprintf(me->reason, sizeof me->reason, "skipped: %s", skipped);
+        if (skipped && skipped[0]) {
+            char tmp[sizeof me->reason];
+            snprintf(tmp, sizeof tmp, "skipped: %s", skipped);
+            reason_set(me->reason, sizeof me->reason, tmp, s->cfg->repository);
+        }
         ld = NULL;
     } else {
         me->n_load_failures++;
-        snprintf(me->reason, sizeof me->reason, "%s", e.msg);
+        reason_set(me->reason, sizeof me->reason, e.msg, s->cfg->repository);
     }
     int64_t version = me->version;
     int serving = me->cur != NULL;

@@ -29,6 +29,8 @@
  *    after idle_timeout_s without progress.
  *  - test_half_close: requests followed by shutdown(SHUT_WR) are all
  *    answered on both fronts, then the daemon closes.
+ *  - test_minor_refusals: %00 in names, Transfer-Encoding gzip, a 2^63-byte
+ *    chunk, absolute paths in the index, a ready file on a full disk.
  */
 #include "daemon_util.h"
 #include "frame.h"
@@ -847,6 +849,111 @@ static void test_half_close(void)
     DF_CHECK(daemon_stop(&d) == 0);
 }
 
+/* ------------------------------------------------------- minor ones */
+
+static int file_contains(const char *path, const char *needle)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    static char buf[1 << 16];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    return strstr(buf, needle) != NULL;
+}
+
+/* %00 in a name is refused (it cut the name: /v2/models/prop%00x/...
+ * addressed "prop"); a Transfer-Encoding other than chunked is refused at
+ * once (the daemon waited for a body it cannot read); a chunk announced
+ * as 2^63 bytes ends with the body timeout; the index, served without a
+ * token, names files relative to the repository; a ready file that cannot
+ * be written (a full disk) stops the daemon instead of leaving an empty
+ * file and logging "ready". */
+static void test_minor_refusals(void)
+{
+    char r2[1100], p[1300];
+    snprintf(r2, sizeof r2, "%s/repo_minor", test_out());
+    snprintf(p, sizeof p, "%s/prop/1", r2);
+    mkdirs(p);
+    snprintf(p, sizeof p, "%s/prop/1/model.safetensors", r2);
+    DF_CHECK(make_rigged(p, 10, 12, 3, 4, "lbs", 99) == 0);
+    snprintf(p, sizeof p, "%s/prop/config.json", r2);
+    write_text(p, "{\"kind\":\"rigged\"}");
+    snprintf(p, sizeof p, "%s/broken/1", r2);
+    mkdirs(p);
+    snprintf(p, sizeof p, "%s/broken/1/model.safetensors", r2);
+    write_text(p, "not a safetensors file");
+    snprintf(p, sizeof p, "%s/broken/config.json", r2);
+    write_text(p, "{\"kind\":\"rigged\"}");
+    char tok[1100];
+    snprintf(tok, sizeof tok, "%s/token", test_out());
+    write_text(tok, "minor-token-1234\n");
+    daemon_t d;
+    const char *extra[] = {"--token-file", tok, "--set", "body_timeout_s=1", NULL};
+    if (daemon_start(&d, r2, "minor", extra)) {
+        DF_CHECK(0);
+        return;
+    }
+    const char *auth[] = {"Authorization: Bearer minor-token-1234", NULL};
+    resp_t r;
+    DF_CHECK(http_req(C, d.port, "POST", "/v2/repository/models/prop%00x/load", NULL, 0, auth, &r) == 0);
+    DF_CHECK_MSG(r.status == 400 && strstr(r.body, "%00"), "load prop%%00x: %ld %s", r.status, r.body);
+    resp_free(&r);
+    DF_CHECK(http_req(C, d.port, "GET", "/v2/models/prop%00x", NULL, 0, NULL, &r) == 0);
+    DF_CHECK_MSG(r.status == 400 && strstr(r.body, "%00"), "metadata prop%%00x: %ld %s", r.status, r.body);
+    resp_free(&r);
+    DF_CHECK(http_req(C, d.port, "GET", "/v2/models/prop", NULL, 0, NULL, &r) == 0 && r.status == 200);
+    resp_free(&r);
+    usleep(100000);
+    DF_CHECK_MSG(!file_contains(d.log, "model prop: reloaded"), "prop was reloaded (log %s)", d.log);
+    /* Transfer-Encoding: gzip */
+    char buf[4096];
+    int fd = raw_connect(d.port);
+    const char *gz = "POST /v2/models/prop/infer HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n";
+    double t0 = now_s();
+    DF_CHECK(fd >= 0 && send_all(fd, gz, strlen(gz)) == 0);
+    read_until(fd, buf, sizeof buf, "}", 3000);
+    DF_CHECK_MSG(strstr(buf, "HTTP/1.1 501") && strstr(buf, "gzip") && now_s() - t0 < 1.0,
+                 "gzip after %.1f s: '%.200s'", now_s() - t0, buf);
+    close(fd);
+    /* a chunk of 2^63 bytes, 3 of them sent */
+    fd = raw_connect(d.port);
+    const char *ch = "POST /v2/models/prop/infer HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+                     "8000000000000000\r\nabc";
+    t0 = now_s();
+    DF_CHECK(fd >= 0 && send_all(fd, ch, strlen(ch)) == 0);
+    double closed = 0;
+    while (now_s() - t0 < 4 && !closed) {
+        usleep(100000);
+        if (peer_closed(fd)) closed = now_s() - t0;
+    }
+    DF_CHECK_MSG(closed > 0.5 && closed < 3.0, "chunk of 2^63: closed after %.1f s (body_timeout_s 1)", closed);
+    close(fd);
+    /* the index without a token: the broken model's reason is relative */
+    DF_CHECK(http_req(C, d.port, "GET", "/v2/repository/index", NULL, 0, NULL, &r) == 0 && r.status == 200);
+    DF_CHECK_MSG(strstr(r.body, "\"broken\"") && strstr(r.body, "broken/1/model.safetensors") &&
+                     !strstr(r.body, r2),
+                 "index: %.600s", r.body);
+    resp_free(&r);
+    DF_CHECK(file_contains(d.log, r2)); /* the log keeps the full path */
+    DF_CHECK(daemon_stop(&d) == 0);
+    /* a ready file that cannot be written: <ready>.tmp is /dev/full */
+    daemon_t f;
+    char rf[1100], rt[1200];
+    snprintf(rf, sizeof rf, "%s/full.ready", test_out());
+    snprintf(rt, sizeof rt, "%s.tmp", rf);
+    unlink(rt);
+    DF_CHECK(symlink("/dev/full", rt) == 0);
+    const char *extra2[] = {"--ready-file", rf, NULL};
+    DF_CHECK(daemon_start(&f, r2, "full", extra2) != 0); /* exited */
+    if (f.pid > 0) daemon_stop(&f);                        /* (it did not) */
+    DF_CHECK_MSG(file_contains(f.log, "cannot write the ready file") &&
+                     file_contains(f.log, "No space left on device") && !file_contains(f.log, "ready\n"),
+                 "log %s", f.log);
+    DF_CHECK(access(rf, F_OK) != 0);
+    unlink(rt);
+}
+
 /* ------------------------------------------------------------ main */
 
 int main(void)
@@ -870,6 +977,7 @@ int main(void)
     DF_RUN(test_slow_clients);
     DF_RUN(test_socket_write_stall);
     DF_RUN(test_half_close);
+    DF_RUN(test_minor_refusals);
     curl_easy_cleanup(C);
     curl_global_cleanup();
     return test_out_done(dftest_exit());
