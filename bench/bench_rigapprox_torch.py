@@ -6,7 +6,7 @@ reconstruction) on the same weights, on one thread (torch.set_num_threads(1),
 the daemon's OpenBLAS setting), written as a PyTorch user would batch it:
 features (Eq. 9; local joint matrices when the model has joint_parents, the
 parent inverses in closed form) -> differential MLP -> PCA
-coefficients; the anchor mini-networks; v_nl = g0 + z G^T + (H AP)^T; LBS with
+coefficients (plus the linear path when the model has one); the anchor mini-networks; v_nl = g0 + z G^T + (H AP)^T; LBS with
 T_i = sum_k w_ik world_k invbind_k as one matmul by the dense [V,J] weights.
 G, H, g0 and the bench poses come from bench_rigapprox --dump (computed by our
 CHOLMOD factor), the networks from the model file itself. Rates: the best of 5
@@ -59,6 +59,7 @@ def main():
     nl = int(meta["net_layers"])
     al = int(meta["anchor_layers"])
     net = [(t["net/%d/weight" % i], t["net/%d/bias" % i]) for i in range(nl)]
+    lin = (t["net_linear/weight"], t["net_linear/bias"]) if "net_linear/weight" in t else None
     A = m["anchor_vertices"].shape[0]
     off = m["anchor_input_offsets"]
     idx = [torch.from_numpy(m["anchor_input_index"][off[a]:off[a + 1]].astype(np.int64)) for a in range(A)]
@@ -135,6 +136,8 @@ def main():
         x = torch.cat([features(world), ctl], 1)
         x = (x - fm) * fs
         z = mlp(net, x)
+        if lin is not None:  # the linear path beside the network
+            z = z + torch.nn.functional.linear(x, lin[0], lin[1])
         ap = anchors(x)  # [A,B,3]
         vnl = g0 + z @ G.t()  # [B,3V]
         vnl = vnl + (H @ ap.reshape(A, 3 * B)).reshape(V, B, 3).permute(1, 0, 2).reshape(B, 3 * V)

@@ -172,6 +172,7 @@ static size_t ra_scratch_bytes(const df_model_t *mo, int n)
     size_t B = (size_t)n, V = (size_t)m->nv;
     size_t f = B * m->nf + 16;                          /* X */
     if (m->net) f += df_mlp_work_floats(m->net, n) + 16; /* act */
+    if (m->lin) f += B * m->P + 16;                      /* coefficients + linear path */
     f += B * 3 * V + 16;                                /* vnl */
     f += (size_t)m->nj * 12 + 16;                       /* skinning matrices */
     size_t d = 0;
@@ -224,6 +225,17 @@ static int ra_evaluate(const df_model_t *mo, const df_batch_t *b, void *scratch,
         memset(vnl, 0, sizeof(float) * B * 3 * V);
     } else {
         const float *coef = df_mlp_forward_packed_batch(m->net, r->net_pk, B, X, act);
+        if (m->lin) { /* the linear path: coef += lin x + lin_b */
+            float *z = TAKE(float, (size_t)B * P);
+            for (int p = 0; p < B; p++)
+                for (int64_t q = 0; q < P; q++) z[(size_t)p * P + q] = coef[(size_t)p * P + q] + m->lin_b[q];
+            if (B == 1)
+                cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)P, (int)F, 1.0f, m->lin, (int)F, X, 1, 1.0f, z, 1);
+            else
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, (int)P, (int)F, 1.0f, X, (int)F, m->lin, (int)F,
+                            1.0f, z, (int)P);
+            coef = z;
+        }
         if (m->variant != DF_RA_OURS || !r->dense) {
             /* vnl (or delta for OURS sparse) = mean + coef U^T */
             for (int p = 0; p < B; p++) memcpy(vnl + (size_t)p * 3 * V, m->basis_mean, sizeof(float) * 3 * V);

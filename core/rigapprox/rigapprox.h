@@ -113,6 +113,10 @@ typedef struct df_ramodel {
                                  (models written before format_version 2) */
     const float *feat_mean, *feat_scale; /* [F]: x' = (x - mean) * scale */
     struct df_mlp *net;       /* F -> P (NULL for LBS) */
+    const float *lin;         /* [P,F] linear path beside the network: the
+                                 coefficients are net(x) + lin x + lin_b (OURS,
+                                 LOCAL; NULL: none, models before it) */
+    const float *lin_b;       /* [P] */
     int64_t P;
     const float *basis;       /* [3V,P] */
     const float *basis_mean;  /* [3V] */
@@ -172,6 +176,10 @@ typedef struct df_ratrain_opts {
                                  farthest-point spread (default) */
     int no_refit;             /* OURS: 1 = skip the position-space refit of the
                                  differential network's last layer */
+    int no_linear;            /* OURS, LOCAL: 1 = no linear path (the paper's plain
+                                 MLP); 0 = a ridge regression of the PCA
+                                 coefficients on the features beside the network,
+                                 which then learns what it leaves (default) */
     int piece_anchors;        /* anchors on each piece other than the largest
                                  (3; 0 or 1: one; k: farthest-point spread, <= its size) */
     int world_features;       /* 1 = joint features are world matrices (before

@@ -122,6 +122,11 @@ int df_ramodel_write(const df_ramodel_t *m, const char *path, df_error_t *err)
         snprintf(buf, sizeof buf, "%d", m->net->n_layers);
         rc |= df_st_writer_meta(w, "net_layers", buf);
         rc |= add_mlp(w, "net", m->net);
+        if (m->lin) {
+            int64_t sl[2] = {m->P, m->nf}, sp[1] = {m->P};
+            rc |= df_st_writer_add(w, "net_linear/weight", DF_DT_F32, 2, sl, m->lin);
+            rc |= df_st_writer_add(w, "net_linear/bias", DF_DT_F32, 1, sp, m->lin_b);
+        }
         int64_t sb[2] = {3 * V, m->P}, sm[1] = {3 * V};
         rc |= df_st_writer_add(w, "pca_basis", DF_DT_F32, 2, sb, m->basis);
         rc |= df_st_writer_add(w, "pca_mean", DF_DT_F32, 1, sm, m->basis_mean);
@@ -272,6 +277,12 @@ int df_ramodel_read(const df_st_t *st, df_ramodel_t *m, df_error_t *err)
         if ((rc = df_st_require(st, "pca_mean", DF_DT_F32, 1, sm, 0, &t, err))) goto fail;
         m->basis_mean = t->data;
         if ((rc = read_mlp(st, "net", nl, m->nf, m->P, &m->net, err))) goto fail;
+        int64_t sl[2] = {m->P, m->nf}, sp[1] = {m->P};
+        const df_tensor_t *tb = NULL;
+        if ((rc = df_st_require(st, "net_linear/weight", DF_DT_F32, 2, sl, 1, &t, err)) ||
+            (t && (rc = df_st_require(st, "net_linear/bias", DF_DT_F32, 1, sp, 0, &tb, err))))
+            goto fail;
+        m->lin = t ? t->data : NULL, m->lin_b = tb ? tb->data : NULL;
     }
     if (m->variant == DF_RA_OURS) {
         int64_t any[1] = {-1};
@@ -353,6 +364,8 @@ static size_t copy_pass(const df_ramodel_t *s, df_ramodel_t *d, arena_t *a)
     if (s->net) {
         d->basis = ar_put(a, s->basis, sizeof(float) * 3 * s->nv * s->P);
         d->basis_mean = ar_put(a, s->basis_mean, sizeof(float) * 3 * s->nv);
+        d->lin = s->lin ? ar_put(a, s->lin, sizeof(float) * s->P * s->nf) : NULL;
+        d->lin_b = s->lin ? ar_put(a, s->lin_b, sizeof(float) * s->P) : NULL;
         for (int l = 0; l < s->net->n_layers; l++) {
             float *w = ar_put(a, s->net->w[l], sizeof(float) * s->net->dims[l + 1] * s->net->dims[l]);
             float *b = ar_put(a, s->net->b[l], sizeof(float) * s->net->dims[l + 1]);

@@ -160,6 +160,7 @@ typedef struct tr {
     float *Y, *mu;              /* [N,D] centred labels, [D] */
     int64_t P;
     float *Uw;                  /* [D,P] whitened basis */
+    float *lin, *lin_b;         /* [P,F], [P] linear path (NULL: none) */
     int64_t A;
     int32_t *anchors, *aoff, *aidx;
     int32_t *par;               /* [J] inferred joint parents (-1: none) */
@@ -176,7 +177,7 @@ typedef struct tr {
 static void tr_free(tr_t *t)
 {
     free(t->order), free(t->par), free(t->X), free(t->fmean), free(t->fscale), free(t->NL), free(t->Y), free(t->mu);
-    free(t->Uw), free(t->anchors), free(t->aoff), free(t->aidx), free(t->amu), free(t->asig);
+    free(t->Uw), free(t->lin), free(t->lin_b), free(t->anchors), free(t->aoff), free(t->aidx), free(t->amu), free(t->asig);
     df_lap_free(&t->lap);
     df_mlp_free(&t->net), df_mlp_free(&t->net_g), df_mlp_free(&t->net_best);
     df_mlp_opt_free(&t->opt);
@@ -639,6 +640,83 @@ static int fit_pcalr(tr_t *t, df_error_t *err)
     return rc;
 }
 
+/* The linear path (OURS, LOCAL; departure from the paper, docs/rigapprox.md):
+ * ridge regression of each training row's PCA coefficients z (least squares
+ * on the basis: z = (Uw^T Uw)^-1 Uw^T y) on the standardised features with a
+ * bias, the fit of PCA + LR; every row's labels then lose what it explains,
+ * Y -= Uw (lin x + lin_b), and the network learns the rest. The served
+ * coefficients are net(x) + lin x + lin_b. Where the rig is close to linear
+ * in its features (narrow sampling ranges) the network no longer has to
+ * learn the large linear part from scratch. */
+void dpotrf_(const char *uplo, const int *n, double *a, const int *lda, int *info);
+void dpotrs_(const char *uplo, const int *n, const int *nrhs, const double *a, const int *lda, double *b,
+             const int *ldb, int *info);
+
+static int fit_linear(tr_t *t, df_error_t *err)
+{
+    int64_t F = t->F, P = t->P, D = t->D, n = t->ntr, N = t->N, F1 = F + 1;
+    double *gu = malloc(sizeof(double) * P * P), *Xd = malloc(sizeof(double) * n * F1);
+    double *A = malloc(sizeof(double) * F1 * F1), *Bt = malloc(sizeof(double) * F1 * P), *Zd = malloc(sizeof(double) * n * P);
+    float *Gf = malloc(sizeof(float) * P * P), *Z = malloc(sizeof(float) * N * P);
+    t->lin = malloc(sizeof(float) * P * F), t->lin_b = malloc(sizeof(float) * P);
+    int rc = DF_OK, info = 0, np = (int)P, nf1 = (int)F1, nn = (int)n;
+    if (!gu || !Xd || !A || !Bt || !Zd || !Gf || !Z || !t->lin || !t->lin_b) {
+        rc = df_error_set(err, DF_ENOMEM, "train: out of memory (linear path)");
+        goto done;
+    }
+    /* coefficients of the training rows: Zd = Y Uw (Uw^T Uw)^-1. Row-major
+     * Zd [n,P] is column-major [P,n]: dpotrs solves gu X = (Y Uw)^T in place */
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)P, (int)P, (int)D, 1.0f, t->Uw, (int)P, t->Uw, (int)P, 0.0f,
+                Gf, (int)P);
+    for (int64_t k = 0; k < P * P; k++) gu[k] = Gf[k];
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nn, (int)P, (int)D, 1.0f, t->Y + t->nval * D, (int)D, t->Uw,
+                (int)P, 0.0f, Z, (int)P);
+    for (int64_t k = 0; k < n * P; k++) Zd[k] = Z[k];
+    double tr = 0;
+    for (int64_t p = 0; p < P; p++) tr += gu[p * P + p];
+    for (int64_t p = 0; p < P; p++) gu[p * P + p] += 1e-9 * tr / P;
+    dpotrf_("U", &np, gu, &np, &info);
+    if (!info) dpotrs_("U", &np, &nn, gu, &np, Zd, &np, &info);
+    if (info) {
+        rc = df_error_set(err, DF_ENUMERIC, "train: the PCA basis is singular (linear path)");
+        goto done;
+    }
+    /* ridge (1e-4 of the mean feature variance, as PCA + LR) with a bias column */
+    for (int64_t i = 0; i < n; i++) {
+        for (int64_t f = 0; f < F; f++) Xd[i * F1 + f] = t->X[(t->nval + i) * F + f];
+        Xd[i * F1 + F] = 1.0;
+    }
+    cblas_dsyrk(CblasRowMajor, CblasUpper, CblasTrans, (int)F1, nn, 1.0, Xd, (int)F1, 0.0, A, (int)F1);
+    /* Bt [P,F1] = Zd^T Xd: row-major Bt is column-major [F1,P], the right-hand sides of dpotrs */
+    cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)P, (int)F1, nn, 1.0, Zd, (int)P, Xd, (int)F1, 0.0, Bt,
+                (int)F1);
+    tr = 0;
+    for (int64_t f = 0; f < F; f++) tr += A[f * F1 + f];
+    for (int64_t f = 0; f < F; f++) A[f * F1 + f] += 1e-4 * tr / F + 1e-9;
+    A[F * F1 + F] += 1e-9;
+    /* row-major upper = column-major lower */
+    dpotrf_("L", &nf1, A, &nf1, &info);
+    if (!info) dpotrs_("L", &nf1, &np, A, &nf1, Bt, &nf1, &info);
+    if (info) {
+        rc = df_error_set(err, DF_ENUMERIC, "train: ridge system not positive definite (linear path)");
+        goto done;
+    }
+    for (int64_t p = 0; p < P; p++) {
+        for (int64_t f = 0; f < F; f++) t->lin[p * F + f] = (float)Bt[p * F1 + f];
+        t->lin_b[p] = (float)Bt[p * F1 + F];
+    }
+    /* every row's labels lose the linear path: Y -= (X lin^T + lin_b) Uw^T */
+    for (int64_t i = 0; i < N; i++) memcpy(Z + i * P, t->lin_b, sizeof(float) * P);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)N, (int)P, (int)F, 1.0f, t->X, (int)F, t->lin, (int)F, 1.0f, Z,
+                (int)P);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)N, (int)D, (int)P, -1.0f, Z, (int)P, t->Uw, (int)P, 1.0f, t->Y,
+                (int)D);
+done:
+    if (rc) free(t->lin), free(t->lin_b), t->lin = t->lin_b = NULL;
+    free(gu), free(Xd), free(A), free(Bt), free(Zd), free(Gf), free(Z);
+    return rc;
+}
+
 /* ------------------------------------------------------------ checkpoint */
 static int ck_add(df_st_writer_t *w, const char *pre, const df_mlp_t *n)
 {
@@ -1035,16 +1113,26 @@ static int fold_recon(tr_t *t, float *G, float *Hm, float *g0, df_error_t *err)
 
 /* R [B,D] = v_nl of rows s.. - g0 - H a, a = predicted anchors ap [B,A*3]:
  * what G z has to reproduce. */
-static void recon_residual(const tr_t *t, int64_t s, int B, const float *Hm, const float *g0, const float *ap,
-                           float *R)
+static void recon_residual(const tr_t *t, int64_t s, int B, const float *G, const float *Hm, const float *g0,
+                           const float *ap, float *R)
 {
-    int64_t D = t->D, V = t->V, A = t->A;
+    int64_t D = t->D, V = t->V, A = t->A, P = t->P, F = t->F;
     for (int b = 0; b < B; b++) {
         float *r = R + (size_t)b * D;
         const float *nl = t->NL + (s + b) * D;
         for (int64_t k = 0; k < D; k++) r[k] = nl[k] - g0[k];
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)V, 3, (int)A, -1.0f, Hm, (int)A,
                     ap + (size_t)b * A * 3, 3, 1.0f, r, 3);
+    }
+    if (t->lin) { /* ... minus what the linear path reconstructs: G (lin x + lin_b) */
+        float *z = malloc(sizeof(float) * B * P);
+        DF_ASSERT(z);
+        for (int b = 0; b < B; b++) memcpy(z + (size_t)b * P, t->lin_b, sizeof(float) * P);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, (int)P, (int)F, 1.0f, t->X + s * F, (int)F, t->lin,
+                    (int)F, 1.0f, z, (int)P);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, (int)D, (int)P, -1.0f, z, (int)P, G, (int)P, 1.0f, R,
+                    (int)D);
+        free(z);
     }
 }
 
@@ -1085,7 +1173,7 @@ static int refit_last(tr_t *t, double *before, double *after, df_error_t *err)
             anchors_predict(t, B, X, ap, abuf);
             float *z = df_mlp_forward(n, B, X, act);
             const float *h = L >= 2 ? z - (size_t)B * Hd : X;
-            recon_residual(t, s, B, Hm, g0, ap, R);
+            recon_residual(t, s, B, G, Hm, g0, ap, R);
             if (pass == 0) {
                 refit_add(&acc, B, h, R);
             } else {
@@ -1158,7 +1246,7 @@ static int finetune_positions(tr_t *t, double *before, double *after, df_error_t
     for (int64_t s = 0; s < N; s += 128) {
         int B = (int)(N - s < 128 ? N - s : 128);
         anchors_predict(t, B, t->X + s * F, ap, abuf);
-        recon_residual(t, s, B, Hm, g0, ap, t->Y + s * D);
+        recon_residual(t, s, B, G, Hm, g0, ap, t->Y + s * D);
     }
     df_mlp_copy(t->net, t->net_best);
     if ((rc = df_mlp_opt_init(&opt, t->net, o->adam, o->lr, err))) goto done;
@@ -1245,6 +1333,7 @@ static int export_model(tr_t *t, const char *path, df_error_t *err)
     m.nf = t->F, m.feat_mean = t->fmean, m.feat_scale = t->fscale;
     m.parents = t->o->world_features ? NULL : t->par;
     m.net = t->net_best;
+    m.lin = t->lin, m.lin_b = t->lin_b;
     m.P = t->P, m.basis = t->Uw, m.basis_mean = t->mu;
     m.omega = t->o->omega;
     if (m.variant == DF_RA_OURS) {
@@ -1338,6 +1427,8 @@ int df_rigapprox_train(const df_rigdata_t *d, const df_ratrain_opts_t *o,
         fprintf(stderr, "train: %s, %lld train + %lld validation poses, %lld vertices, %lld features, %lld PCs, %lld anchors (%.1f s)\n",
                 df_ramodel_variant_name(o->variant), (long long)t.ntr, (long long)t.nval, (long long)t.V,
                 (long long)t.F, (long long)t.P, (long long)t.A, now_s() - t0);
+    if ((o->variant == DF_RA_OURS || o->variant == DF_RA_LOCAL) && !o->no_linear && (rc = fit_linear(&t, err)))
+        goto done;
     if (o->variant == DF_RA_PCALR) {
         if ((rc = fit_pcalr(&t, err))) goto done;
     } else if (o->variant != DF_RA_LBS) {

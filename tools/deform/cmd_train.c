@@ -6,7 +6,7 @@
  *         [--pca 0.05] [--anchors 0.02] [--omega 1] [--epochs 200] [--batch 128]
  *         [--lr 1e-3] [--sgd] [--val 0.1] [--patience 20] [--seed 1]
  *         [--checkpoint FILE [--resume]] [--time-limit SECONDS] [--quiet]
- *         [--anchor-influence] [--pca-delta] [--no-refit]   (paper's choices; see docs)
+ *         [--anchor-influence] [--pca-delta] [--no-refit] [--no-linear]   (paper's choices; see docs)
  *         [--world-features]   (joint features as world matrices, the old default)
  *         [--piece-anchors K]  (anchors on each small disconnected piece, default 3)
  *   deform train --evaluate REPO/NAME DATA.safetensors [--reconstruction dense|sparse]
@@ -46,7 +46,7 @@ static int usage(void)
             "         [--layers N] [--width W] [--anchor-layers N] [--anchor-width W] [--pca F]\n"
             "         [--anchors F] [--omega W] [--epochs E] [--batch B] [--lr R] [--sgd] [--val F]\n"
             "         [--patience E] [--seed S] [--checkpoint FILE [--resume]] [--time-limit S] [--quiet]\n"
-            "         [--anchor-influence] [--pca-delta] [--no-refit] [--world-features] [--piece-anchors K]\n"
+            "         [--anchor-influence] [--pca-delta] [--no-refit] [--no-linear] [--world-features] [--piece-anchors K]\n"
             "         [--pos-epochs N] [--pos-lr LR]  (ours: position-space fine-tuning after training)\n"
             "       deform train --evaluate REPO/NAME DATA.safetensors... [--reconstruction dense|sparse]\n"
             "         [--heatmap OUT.ppm --pose I [--heatmap-max PCT]] [--errors OUT.npy] [--positions OUT.npy]\n"
@@ -249,6 +249,7 @@ static int breakdown(const char *model_file, const char *data)
     float *dp = malloc(sizeof(float) * D), *dj = malloc(sizeof(float) * D), *apt = malloc(sizeof(float) * 3 * A);
     float *app = malloc(sizeof(float) * 3 * A), *x = malloc(sizeof(float) * m.nf), *out = malloc(sizeof(float) * D);
     float *pos = malloc(sizeof(float) * D), *act = malloc(sizeof(float) * df_mlp_work_floats(m.net, 1));
+    float *zl = malloc(sizeof(float) * (P ? P : 1));
     double *w = malloc(sizeof(double) * 2 * D), *utu = calloc(P * P, sizeof(double)), *z2 = malloc(sizeof(double) * P);
     size_t aw = 0;
     int maxin = 1;
@@ -327,6 +328,14 @@ static int breakdown(const char *model_file, const char *data)
         }
         df_ramodel_features(&m, W, C, x);
         const float *zz = df_mlp_forward(m.net, 1, x, act);
+        if (m.lin) { /* the linear path beside the network */
+            for (int64_t p = 0; p < P; p++) {
+                double q = zz[p] + m.lin_b[p];
+                for (int64_t f = 0; f < m.nf; f++) q += (double)m.lin[p * m.nf + f] * x[f];
+                zl[p] = (float)q;
+            }
+            zz = zl;
+        }
         for (int64_t k = 0; k < D; k++) {
             double q = m.basis_mean[k];
             for (int64_t p = 0; p < P; p++) q += m.basis[k * P + p] * zz[p];
@@ -378,7 +387,7 @@ static int breakdown(const char *model_file, const char *data)
                100 * perr[c][0] / ((double)d.n * (pcount[0] ? pcount[0] : 1)) / d.height, 100 * pmx[c][0] / d.height,
                100 * perr[c][1] / ((double)d.n * (pcount[1] ? pcount[1] : 1)) / d.height, 100 * pmx[c][1] / d.height,
                (long long)wv[c], (long long)csz[comp[wv[c]]], (long long)wp[c]);
-    free(T), free(nl), free(dt), free(dp), free(dj), free(apt), free(app), free(x), free(out), free(pos), free(act);
+    free(T), free(nl), free(dt), free(dp), free(dj), free(apt), free(app), free(x), free(out), free(pos), free(act), free(zl);
     free(w), free(utu), free(z2), free(awk), free(xi), free(comp), free(csz);
     free(G), free(Hm), free(g0), free(gtg), free(gd);
     df_lap_free(&lap);
@@ -449,6 +458,7 @@ int cmd_train(int argc, char **argv)
         if (!strcmp(a, "--resume")) { o.resume = 1; continue; }
         if (!strcmp(a, "--pca-delta")) { o.pca_delta = 1; continue; }
         if (!strcmp(a, "--no-refit")) { o.no_refit = 1; continue; }
+        if (!strcmp(a, "--no-linear")) { o.no_linear = 1; continue; }
         if (!strcmp(a, "--world-features")) { o.world_features = 1; continue; }
         if (!strcmp(a, "--anchor-influence")) { o.anchor_influence = 1; continue; }
         if (!strcmp(a, "--quiet")) { o.verbose = 0; continue; }

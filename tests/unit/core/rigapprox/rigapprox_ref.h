@@ -13,7 +13,8 @@
  *             (a general 3x4 inverse; world_j for a root or a model without
  *             joint_parents), then the controls;
  *   net       ReLU MLP net/<l>/{weight [out,in], bias} (no ReLU on the last
- *             layer) -> PCA coefficients z [P];
+ *             layer), plus net_linear/weight x + net_linear/bias when the
+ *             file has them -> PCA coefficients z [P];
  *   delta     pca_mean + pca_basis z, the differential coordinates [V,3];
  *   anchors   anchor/<a>/<l> fed x[anchor_input_index[off_a .. off_a+1)]
  *             -> the anchor's offset [3];
@@ -43,6 +44,7 @@ typedef struct raref {
     int width;    /* the widest layer, input or feature row */
     double omega; /* the file's */
     const float *rest, *invbind, *skin_w, *fmean, *fscale, *basis, *bmean;
+    const float *lin, *lin_b; /* the linear path [P,F], [P], or NULL */
     const int32_t *skin_j, *parents, *anchors, *anc_off, *anc_idx;
     double *L, *LtL; /* [V,V] each, owned */
 } raref_t;
@@ -156,6 +158,12 @@ static inline int raref_open(const df_st_t *st, raref_t *r, df_error_t *err)
     s1[0] = 3 * r->V;
     RAREF_REQ("pca_mean", DF_DT_F32, 1, s1, 0);
     r->bmean = t->data;
+    s2[0] = r->P, s2[1] = r->F;
+    RAREF_REQ("net_linear/weight", DF_DT_F32, 2, s2, 1);
+    r->lin = t ? t->data : NULL;
+    s1[0] = r->P;
+    RAREF_REQ("net_linear/bias", DF_DT_F32, 1, s1, r->lin == NULL);
+    r->lin_b = t ? t->data : NULL;
     RAREF_REQ("anchor_vertices", DF_DT_I32, 1, any, 0);
     r->A = (int)t->shape[0], r->anchors = t->data;
     s1[0] = r->A + 1;
@@ -293,6 +301,11 @@ static inline int raref_eval(const raref_t *r, const float *world, const float *
     if (!rc) {
         memcpy(h, x, sizeof(double) * F);
         raref__forward(r->st, "net", r->net_layers, h, F, h + W);
+        for (int q = 0; r->lin && q < P; q++) {
+            double s = r->lin_b[q];
+            for (int i = 0; i < F; i++) s += (double)r->lin[(size_t)q * F + i] * x[i];
+            h[q] += s;
+        }
         for (int k = 0; k < 3 * V; k++) {
             double s = r->bmean[k];
             for (int q = 0; q < P; q++) s += (double)r->basis[(size_t)k * P + q] * h[q];
