@@ -29,10 +29,13 @@
  *     frame's distances when a state is given (Eq. 9, damping eta); pose
  *     examples and anchors are ranked separately. The shape term is skipped
  *     when beta = 0 (it is zero there);
- *  4. penetration: each garment vertex is compared with the nearest of its
- *     C candidate body vertices (posed); when it is closer to the body than
- *     min(its initial clearance, margin) along that vertex's normal, it is
- *     pushed out to that clearance (Eq. 10 with one example);
+ *  4. penetration, twice: from the nearest of its C candidate body
+ *     vertices (posed) each garment vertex walks the body's vertex graph to
+ *     the local nearest body vertex; when it is closer to the body than
+ *     min(its initial clearance, margin) along that vertex's area-weighted
+ *     normal (of the posed triangles: skinned normals are off where LBS
+ *     folds the skin), it is pushed out to that clearance (Eq. 10 with one
+ *     example);
  *  5. normals (when asked) area-weighted from the triangles.
  * Scratch holds the body's scratch and outputs and one pose's work arrays;
  * nothing is allocated.
@@ -59,7 +62,7 @@ static size_t pose_floats(const df__garment_t *g)
     size_t J = (size_t)g->J, ne = (size_t)(g->P + g->A);
     return 5 * al16(J * 12) + al16(J * 16) + al16(J * 3) + 2 * al16((size_t)g->R * ne) +
            al16((size_t)(g->F + g->k)) + 4 * g->gs + al16((size_t)g->G) + al16(ne) +
-           al16((size_t)g->nblocks / 4 + 1);
+           al16((size_t)g->nblocks / 4 + 1) + al16((size_t)g->Nb * 3);
 }
 
 size_t df__garment_scratch_bytes(const df_model_t *m, int n)
@@ -192,6 +195,12 @@ static df__skin_t skin_view(const df__garment_t *g, int64_t b0, int64_t b1)
     return v;
 }
 
+static inline float dist2(const float *a, const float *b)
+{
+    float dx = a[0] - b[0], dy = a[1] - b[1], dz = a[2] - b[2];
+    return dx * dx + dy * dy + dz * dz;
+}
+
 static void compute_normals(const float *p, int64_t N, const uint32_t *tri, int64_t T, float *nrm)
 {
     memset(nrm, 0, (size_t)N * 3 * sizeof(float));
@@ -262,6 +271,8 @@ int df__garment_evaluate(const df_model_t *m, const df_batch_t *b, void *scratch
     int32_t *active = (int32_t *)s;
     s += al16((size_t)ne);
     uint8_t *mark = (uint8_t *)s;
+    s += al16((size_t)g->nblocks / 4 + 1);
+    float *anrm = s; /* the posed body's area-weighted normals */
 
     /* 2. the body, one batch */
     {
@@ -381,26 +392,37 @@ int df__garment_evaluate(const df_model_t *m, const df_batch_t *b, void *scratch
             }
         }
 
-        /* penetration against the posed body */
+        /* penetration against the posed body: twice, from the nearest
+         * candidate down the body's vertex graph to the local nearest body
+         * vertex, pushed out along the area-weighted normal there */
         if (g->resolve) {
-            for (int64_t y = 0; y < G; y++) {
-                float *x = acc + 3 * y;
-                const int32_t *c = g->cand + y * g->C;
-                int64_t best = c[0];
-                float bd = INFINITY;
-                for (int64_t i = 0; i < g->C; i++) {
-                    const float *q = Pb + 3 * (size_t)c[i];
-                    float dx = x[0] - q[0], dy = x[1] - q[1], dz = x[2] - q[2];
-                    float dd = dx * dx + dy * dy + dz * dz;
-                    if (dd < bd) bd = dd, best = c[i];
+            compute_normals(Pb, g->Nb, g->btris, g->bT, anrm);
+            for (int pass = 0; pass < 2; pass++)
+                for (int64_t y = 0; y < G; y++) {
+                    float *x = acc + 3 * y;
+                    const int32_t *c = g->cand + y * g->C;
+                    int64_t best = c[0];
+                    float bd = INFINITY;
+                    for (int64_t i = 0; i < g->C; i++) {
+                        float dd = dist2(x, Pb + 3 * (size_t)c[i]);
+                        if (dd < bd) bd = dd, best = c[i];
+                    }
+                    for (;;) { /* descend */
+                        int64_t next = best;
+                        for (int64_t i = g->nb_off[best]; i < g->nb_off[best + 1]; i++) {
+                            float dd = dist2(x, Pb + 3 * (size_t)g->nb[i]);
+                            if (dd < bd) bd = dd, next = g->nb[i];
+                        }
+                        if (next == best) break;
+                        best = next;
+                    }
+                    const float *q = Pb + 3 * best, *n = anrm + 3 * best;
+                    float d = (x[0] - q[0]) * n[0] + (x[1] - q[1]) * n[1] + (x[2] - q[2]) * n[2];
+                    float h = g->clear[y] < g->margin ? g->clear[y] : g->margin;
+                    if (h < 0) h = 0;
+                    if (d < h)
+                        for (int k = 0; k < 3; k++) x[k] += (h - d) * n[k];
                 }
-                const float *q = Pb + 3 * best, *n = Nb + 3 * best;
-                float d = (x[0] - q[0]) * n[0] + (x[1] - q[1]) * n[1] + (x[2] - q[2]) * n[2];
-                float h = g->clear[y] < g->margin ? g->clear[y] : g->margin;
-                if (h < 0) h = 0;
-                if (d < h)
-                    for (int k = 0; k < 3; k++) x[k] += (h - d) * n[k];
-            }
         }
         /* back to the file's vertex order */
         if (op)

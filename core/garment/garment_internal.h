@@ -39,6 +39,10 @@ typedef struct df__garment {
     float *regions_t;        /* [R,G] region weights, region-major */
     float *Q;                /* [R,3J] Eq. 7 weights per region and joint DOF */
     int32_t *cand;           /* [G,C] body vertices for penetration */
+    int64_t *nb_off;         /* [Nb+1] body vertex neighbours (CSR, from the triangles) */
+    int32_t *nb;             /* [..] */
+    const uint32_t *btris;   /* body triangles (the body model's mesh) */
+    int64_t bT;
     float *clear;            /* [G] initial clearance (m, along the body normal) */
     size_t gs;               /* stride of one padded garment array (floats) */
     float *pose_rv;          /* [P,3J] rotation vectors of the pose examples' joints */

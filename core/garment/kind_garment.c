@@ -63,6 +63,8 @@ static void g_destroy(void *impl)
     free(g->regions_t);
     free(g->Q);
     free(g->cand);
+    free(g->nb_off);
+    free(g->nb);
     free(g->clear);
     free(g->pose_rv);
     free(g->pose_ex);
@@ -252,6 +254,56 @@ static int region_runs(df__garment_t *g)
     return DF_OK;
 }
 
+/* Neighbours of each body vertex (sharing a triangle), sorted, unique. */
+static int body_neighbours(df__garment_t *g)
+{
+    const int64_t N = g->Nb, T = g->bT;
+    const uint32_t *t = g->btris;
+    int64_t *cnt = calloc((size_t)N + 1, sizeof *cnt);
+    int32_t *tmp = malloc((size_t)(6 * T + 1) * sizeof *tmp);
+    g->nb_off = calloc((size_t)N + 1, sizeof *g->nb_off);
+    if (!cnt || !tmp || !g->nb_off) {
+        free(cnt);
+        free(tmp);
+        return DF_ENOMEM;
+    }
+    for (int64_t i = 0; i < T; i++)
+        for (int a = 0; a < 3; a++) cnt[t[3 * i + a] + 1] += 2;
+    for (int64_t v = 0; v < N; v++) cnt[v + 1] += cnt[v];
+    int64_t *fill = g->nb_off; /* as a cursor first */
+    memcpy(fill, cnt, (size_t)(N + 1) * sizeof *fill);
+    for (int64_t i = 0; i < T; i++)
+        for (int a = 0; a < 3; a++) {
+            uint32_t v = t[3 * i + a];
+            tmp[fill[v]++] = (int32_t)t[3 * i + (a + 1) % 3];
+            tmp[fill[v]++] = (int32_t)t[3 * i + (a + 2) % 3];
+        }
+    g->nb = malloc((size_t)(6 * T + 1) * sizeof *g->nb);
+    if (!g->nb) {
+        free(cnt);
+        free(tmp);
+        return DF_ENOMEM;
+    }
+    int64_t n = 0;
+    for (int64_t v = 0; v < N; v++) { /* sort each list (short), drop duplicates */
+        int32_t *l = tmp + cnt[v];
+        int64_t len = cnt[v + 1] - cnt[v];
+        for (int64_t i = 1; i < len; i++)
+            for (int64_t j = i; j > 0 && l[j - 1] > l[j]; j--) {
+                int32_t x = l[j];
+                l[j] = l[j - 1];
+                l[j - 1] = x;
+            }
+        g->nb_off[v] = n;
+        for (int64_t i = 0; i < len; i++)
+            if (i == 0 || l[i] != l[i - 1]) g->nb[n++] = l[i];
+    }
+    g->nb_off[N] = n;
+    free(cnt);
+    free(tmp);
+    return DF_OK;
+}
+
 static int g_load(df_model_t *m, const df_st_t *st, const char *params, const df_limits_t *lim,
                   df_error_t *err)
 {
@@ -308,6 +360,9 @@ static int g_load(df_model_t *m, const df_st_t *st, const char *params, const df
     g->b_in_rot = df_model_find_input(b, "joint_rotations");
     g->b_out_pos = df_model_find_output(b, "positions");
     g->b_out_nrm = df_model_find_output(b, "normals");
+    g->btris = df_model_triangles(b);
+    g->bT = df_model_n_triangles(b);
+    if ((rc = body_neighbours(g))) return E(rc, "out of memory");
     DF_ASSERT(g->b_in_rot >= 0 && g->b_out_pos >= 0 && g->b_out_nrm >= 0);
     const int64_t J = g->J, S = g->S, J3 = 3 * J;
 

@@ -34,9 +34,13 @@ import gmath  # noqa: E402
 import stfile  # noqa: E402
 
 
+PASSES = 2
+
 # ------------------------------------------------------------ numpy reference of the runtime
 def numpy_eval(T, meta, beta, q, state=None, shape_model=True, resolve=True):
-    """Eq. 4 + penetration, written out from the file's tensors (float64)."""
+    """Eq. 4 + penetration, written out from the file's tensors (float64):
+    dense per-vertex weights, explicit LBS matrices, a Python walk over the
+    body's neighbours (docs/garment.md, "The runtime")."""
     J = len(T['joint_parents'])
     par = T['joint_parents']
     S = T['shape_deltas'].shape[0] if 'shape_deltas' in T else 0
@@ -126,22 +130,50 @@ def numpy_eval(T, meta, beta, q, state=None, shape_model=True, resolve=True):
     if resolve:
         # the posed body, the same LBS (identity rest rotations: rest -> posed = S)
         Vb = T['positions'].astype(float) + (np.tensordot(beta, T['shape_deltas'], 1) if S else 0)
-        Nb0 = T['normals'].astype(float) + (np.tensordot(beta, T['shape_normal_deltas'], 1) if S and 'shape_normal_deltas' in T else 0)
         Wb = np.zeros((len(Vb), J))
         np.add.at(Wb, (np.arange(len(Vb))[:, None], T['skin_joints']), T['skin_weights'])
         Wb /= Wb.sum(1, keepdims=True)
         Pb = gmath.lbs(Vb, Wb, Sb)
-        Mb = np.einsum('nj,jab->nab', Wb, Sb[:, :, :3])
-        Nb = np.einsum('nab,nb->na', Mb, Nb0)
-        Nb /= np.linalg.norm(Nb, axis=1, keepdims=True)
+        Nb = gmath.vertex_normals(Pb, T['triangles'].astype(np.int64))
         cand = T['garment/body_vertices']
-        d2 = ((f[:, None, :] - Pb[cand]) ** 2).sum(2)
-        best = cand[np.arange(G), d2.argmin(1)]
-        d = np.einsum('nd,nd->n', f - Pb[best], Nb[best])
+        nb = body_neighbours(T['triangles'], len(Pb))
         h = np.clip(np.minimum(T['garment/clearance'], float(meta.get('garment_margin', 0.005))), 0, None)
-        push = np.where(d < h, h - d, 0.0)
-        f = f + push[:, None] * Nb[best]
+        for _ in range(PASSES):
+            d2 = ((f[:, None, :] - Pb[cand]) ** 2).sum(2)
+            best = cand[np.arange(G), d2.argmin(1)]
+            best = descend(f, Pb, best, nb)
+            d = np.einsum('nd,nd->n', f - Pb[best], Nb[best])
+            push = np.where(d < h, h - d, 0.0)
+            f = f + push[:, None] * Nb[best]
     return f
+
+
+def body_neighbours(tris, n):
+    nb = [set() for _ in range(n)]
+    for t in tris:
+        for a in range(3):
+            for b in range(3):
+                if a != b:
+                    nb[t[a]].add(int(t[b]))
+    return [sorted(x) for x in nb]
+
+
+def descend(Y, V, start, nb):
+    """From each start vertex, walk to the neighbour nearest to Y while it
+    gets nearer: the local nearest body vertex."""
+    out = start.copy()
+    for i, y in enumerate(Y):
+        b = out[i]
+        d = ((y - V[b]) ** 2).sum()
+        while True:
+            nbs = nb[b]
+            dn = ((y - V[nbs]) ** 2).sum(1)
+            k = int(dn.argmin())
+            if dn[k] >= d:
+                break
+            b, d = nbs[k], dn[k]
+        out[i] = b
+    return out
 
 
 # ------------------------------------------------------------ evaluation

@@ -38,7 +38,7 @@ REGIONS = [('lower', ['pelvis', 'spine', 'thigh.L', 'thigh.R', 'shin.L', 'shin.R
            ('arm.L', ['clavicle.L', 'upperarm.L']), ('forearm.L', ['forearm.L', 'hand.L']),
            ('arm.R', ['clavicle.R', 'upperarm.R']), ('forearm.R', ['forearm.R', 'hand.R'])]
 MAX_INFLUENCES = 4
-PENETRATION_CANDIDATES = 4
+PENETRATION_CANDIDATES = 12
 
 
 def die(msg):
@@ -68,6 +68,23 @@ def load_results(db, man, allow_missing, max_inside):
     for b in bad:
         print('fit: left out ' + b)
     return res
+
+
+def penetration_candidates(bm, G0, res, jobs, rot):
+    """Body vertices each garment vertex is checked against at run time: the
+    nearest at the template rest, then those most often among the 2 nearest
+    in the simulated examples (where the arm presses the torso, a sleeve
+    slides along the arm...), PENETRATION_CANDIDATES in all."""
+    G = len(G0)
+    count = np.zeros((G, bm.N), np.int32)
+    rest = gmath.nearest_vertices(G0, bm.V0, PENETRATION_CANDIDATES)
+    for name, Y in res.items():
+        j = jobs[name]
+        near = gmath.nearest_vertices(Y, bm.posed(j['beta'], rot[j['pose']]), 2)
+        np.add.at(count, (np.repeat(np.arange(G), 2), near.ravel()), 1)
+    count[np.arange(G), rest[:, 0]] = np.iinfo(np.int32).max  # always first
+    count[np.arange(G)[:, None], rest] += 1                    # then the rest neighbours break ties
+    return np.argsort(-count, axis=1, kind='stable')[:, :PENETRATION_CANDIDATES]
 
 
 def features(B, kind):
@@ -153,7 +170,7 @@ def cmd_fit(a):
     Q[:, np.repeat(bm.parents < 0, 3)] = 0.0                         # root: rigid, see gdb.plan
     G0 = gz['positions'].astype(np.float64)
     Vn = gmath.vertex_normals(bm.V0, bm.tris)
-    cand = gmath.nearest_vertices(G0, bm.V0, PENETRATION_CANDIDATES)
+    cand = penetration_candidates(bm, G0, res, jobs, rot)
     clear = np.einsum('nd,nd->n', G0 - bm.V0[cand[:, 0]], Vn[cand[:, 0]])
 
     import garment as gtool

@@ -9,8 +9,10 @@
  *                    - LBS[S(q,0) S(q_s,0)^-1] base_s)
  * with v, w the region blend of 1/(D+1e-6)^power over the `top` nearest
  * pose examples / anchors under D_gr = sum_m Q_gm |rv_m - rv_m(e)|, D damped
- * by the state; then each vertex closer to the nearest candidate body vertex
- * than min(clearance, margin) along its normal is pushed out to it.
+ * by the state; then, twice, each vertex walks from its nearest candidate
+ * body vertex to the local nearest one (body neighbours = shared triangles)
+ * and, closer than min(clearance, margin) along that vertex's area-weighted
+ * normal, is pushed out to it.
  *
  * Also: batch vs single calls (1e-6), the state output, the damping, the
  * no-shape-model and no-resolution parameters, bad inputs and bad files
@@ -372,10 +374,11 @@ static void reference(const src_t *s, const float *beta, const float *q, const f
         }
     }
     if (!resolve) return;
-    /* posed body: LBS of rest + shape deltas, normals by the blended rotation */
-    double Pb[NB * 3], Nn[NB * 3];
+    /* posed body: LBS of rest + shape deltas; normals area-weighted from the
+     * posed triangles */
+    double Pb[NB * 3], Nn[NB * 3] = {0};
     for (int v = 0; v < NB; v++) {
-        double x[3], o[3] = {0, 0, 0}, on[3] = {0, 0, 0};
+        double x[3], o[3] = {0, 0, 0};
         for (int k = 0; k < 3; k++) {
             x[k] = s->pos[3 * v + k];
             for (int i = 0; i < S; i++) x[k] += b[i] * s->sd[(i * NB + v) * 3 + k];
@@ -383,29 +386,56 @@ static void reference(const src_t *s, const float *beta, const float *q, const f
         for (int k = 0; k < KB; k++) {
             const double *m = Sb[s->sj[KB * v + k]];
             double w = s->sw[KB * v + k];
-            for (int r = 0; r < 3; r++) {
+            for (int r = 0; r < 3; r++)
                 o[r] += w * (m[4 * r] * x[0] + m[4 * r + 1] * x[1] + m[4 * r + 2] * x[2] + m[4 * r + 3]);
-                on[r] += w * (m[4 * r] * s->nrm[3 * v] + m[4 * r + 1] * s->nrm[3 * v + 1] + m[4 * r + 2] * s->nrm[3 * v + 2]);
+        }
+        for (int r = 0; r < 3; r++) Pb[3 * v + r] = o[r];
+    }
+    for (int t = 0; t < TB; t++) {
+        const double *a = Pb + 3 * s->tri[3 * t], *bb = Pb + 3 * s->tri[3 * t + 1], *c = Pb + 3 * s->tri[3 * t + 2];
+        double e1[3] = {bb[0] - a[0], bb[1] - a[1], bb[2] - a[2]}, e2[3] = {c[0] - a[0], c[1] - a[1], c[2] - a[2]};
+        double n[3] = {e1[1] * e2[2] - e1[2] * e2[1], e1[2] * e2[0] - e1[0] * e2[2], e1[0] * e2[1] - e1[1] * e2[0]};
+        for (int k = 0; k < 3; k++)
+            for (int d = 0; d < 3; d++) Nn[3 * s->tri[3 * t + k] + d] += n[d];
+    }
+    for (int v = 0; v < NB; v++) {
+        double l = sqrt(Nn[3 * v] * Nn[3 * v] + Nn[3 * v + 1] * Nn[3 * v + 1] + Nn[3 * v + 2] * Nn[3 * v + 2]);
+        for (int k = 0; k < 3 && l > 1e-20; k++) Nn[3 * v + k] /= l;
+    }
+    /* neighbours: vertices sharing a triangle */
+    static char adj[NB][NB];
+    memset(adj, 0, sizeof adj);
+    for (int t = 0; t < TB; t++)
+        for (int a = 0; a < 3; a++)
+            for (int c = 0; c < 3; c++)
+                if (s->tri[3 * t + a] != s->tri[3 * t + c]) adj[s->tri[3 * t + a]][s->tri[3 * t + c]] = 1;
+    for (int pass = 0; pass < 2; pass++)
+        for (int v = 0; v < G; v++) {
+            double *y = out + 3 * v, bd = 1e300;
+            int best = 0;
+            for (int c = 0; c < C; c++) {
+                int i = s->cand[C * v + c];
+                double d2 = 0;
+                for (int k = 0; k < 3; k++) d2 += (y[k] - Pb[3 * i + k]) * (y[k] - Pb[3 * i + k]);
+                if (d2 < bd) bd = d2, best = i;
             }
+            for (int moved = 1; moved;) { /* to the nearest neighbour while nearer */
+                moved = 0;
+                int next = best;
+                for (int i = 0; i < NB; i++) {
+                    if (!adj[best][i]) continue;
+                    double d2 = 0;
+                    for (int k = 0; k < 3; k++) d2 += (y[k] - Pb[3 * i + k]) * (y[k] - Pb[3 * i + k]);
+                    if (d2 < bd) bd = d2, next = i;
+                }
+                if (next != best) best = next, moved = 1;
+            }
+            double d = 0;
+            for (int k = 0; k < 3; k++) d += (y[k] - Pb[3 * best + k]) * Nn[3 * best + k];
+            double h = fmax(0.0, fmin((double)s->clear[v], 0.005));
+            if (d < h)
+                for (int k = 0; k < 3; k++) y[k] += (h - d) * Nn[3 * best + k];
         }
-        double l = sqrt(on[0] * on[0] + on[1] * on[1] + on[2] * on[2]);
-        for (int r = 0; r < 3; r++) Pb[3 * v + r] = o[r], Nn[3 * v + r] = on[r] / l;
-    }
-    for (int v = 0; v < G; v++) {
-        double *y = out + 3 * v, bd = 1e300;
-        int best = 0;
-        for (int c = 0; c < C; c++) {
-            int i = s->cand[C * v + c];
-            double d2 = 0;
-            for (int k = 0; k < 3; k++) d2 += (y[k] - Pb[3 * i + k]) * (y[k] - Pb[3 * i + k]);
-            if (d2 < bd) bd = d2, best = i;
-        }
-        double d = 0;
-        for (int k = 0; k < 3; k++) d += (y[k] - Pb[3 * best + k]) * Nn[3 * best + k];
-        double h = fmax(0.0, fmin((double)s->clear[v], 0.005));
-        if (d < h)
-            for (int k = 0; k < 3; k++) y[k] += (h - d) * Nn[3 * best + k];
-    }
 }
 
 /* ------------------------------------------------------------- helpers */
