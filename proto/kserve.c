@@ -41,10 +41,28 @@ void df_ks_limits_default(df_ks_limits_t *l)
 
 void df_ks_request_free(df_ks_request_t *r)
 {
+    if (r->id_cap) free(r->id);
+    r->id = NULL;
+    r->id_cap = 0;
     df_kj_doc_free(&r->doc);
     free(r->arena);
     r->arena = NULL;
     r->arena_cap = r->arena_used = 0;
+}
+
+/* r->id = s[0..n) in r's own (grow-only) buffer. */
+static int set_id(df_ks_request_t *r, const char *s, size_t n)
+{
+    if (n + 1 > r->id_cap) {
+        size_t cap = n + 1 < 64 ? 64 : n + 1;
+        char *p = realloc(r->id_cap ? r->id : NULL, cap);
+        if (!p) return DF_ENOMEM;
+        r->id = p;
+        r->id_cap = cap;
+    }
+    memcpy(r->id, s, n);
+    r->id[n] = 0;
+    return 0;
 }
 
 static float *arena_take(df_ks_request_t *r, size_t n)
@@ -240,7 +258,8 @@ typedef struct {
     size_t json_len, len;
     df_ks_limits_t lim;
     char hdr[KS_CACHE_HDR];
-    df_ks_request_t req; /* arena NULL, data NULL */
+    char id[KS_CACHE_HDR + 1]; /* the request's id (the header holds it) */
+    df_ks_request_t req; /* arena NULL, data NULL, id NULL */
     size_t off[DF_KS_MAX_TENSORS];
 } ks_cache_t;
 static _Thread_local ks_cache_t ks_cache[KS_CACHE_N];
@@ -295,11 +314,22 @@ static int cache_lookup(df_ks_request_t *r, const char *body, size_t len, size_t
         float *keep = r->arena;
         size_t keep_cap = r->arena_cap;
         df_kj_doc_t keep_doc = r->doc;
+        char *keep_id = r->id;
+        size_t keep_id_cap = r->id_cap;
         memcpy(r, &e->req, sizeof *r);
         r->arena = keep;
         r->arena_cap = keep_cap;
         r->doc = keep_doc;
+        r->id = keep_id;
+        r->id_cap = keep_id_cap;
         r->arena_used = 0;
+        if (e->id[0]) {
+            if (set_id(r, e->id, strlen(e->id))) return df_error_set(err, DF_ENOMEM, "out of memory");
+        } else if (r->id_cap) {
+            r->id[0] = 0;
+        } else {
+            r->id = (char *)"";
+        }
         for (int i = 0; i < r->n_inputs; i++) r->inputs[i].data = (const float *)(body + e->off[i]);
         *hit = 1;
         ks_cache_hits++;
@@ -321,6 +351,9 @@ static void cache_store(const df_ks_request_t *r, const char *body, size_t len, 
     e->lim = *lim;
     memcpy(e->hdr, body, json_len);
     e->req = *r;
+    snprintf(e->id, sizeof e->id, "%s", r->id ? r->id : "");
+    e->req.id = NULL;
+    e->req.id_cap = 0;
     e->req.arena = NULL;
     e->req.arena_cap = e->req.arena_used = 0;
     memset(&e->req.doc, 0, sizeof e->req.doc);
@@ -345,10 +378,15 @@ int df_kserve_parse_request(df_ks_request_t *r, const char *body, size_t len, si
     float *keep = r->arena;
     size_t keep_cap = r->arena_cap;
     df_kj_doc_t keep_doc = r->doc;
+    char *keep_id = r->id;
+    size_t keep_id_cap = r->id_cap;
     memset(r, 0, sizeof *r);
     r->arena = keep;
     r->arena_cap = keep_cap;
     r->doc = keep_doc;
+    r->id_cap = keep_id_cap;
+    r->id = keep_id_cap ? keep_id : (char *)"";
+    if (keep_id_cap) r->id[0] = 0;
     r->binary_output = 0;
     if (json_len > len)
         return df_error_set(err, DF_EINVAL,
@@ -404,12 +442,14 @@ int df_kserve_parse_request(df_ks_request_t *r, const char *body, size_t len, si
     }
     const jv_t *id = jv_get(root, "id");
     if (id) {
-        if (!jv_is_str(id) || strlen(jv_str(id)) >= sizeof r->id) {
-            rc = df_error_set(err, DF_EINVAL, "\"id\" must be a string of at most %zu bytes",
-                              sizeof r->id - 1);
+        if (!jv_is_str(id) || strlen(jv_str(id)) != jv_strlen(id)) {
+            rc = df_error_set(err, DF_EINVAL, "\"id\" must be a string (without NUL bytes)");
             goto done;
         }
-        strcpy(r->id, jv_str(id));
+        if ((rc = set_id(r, jv_str(id), jv_strlen(id)))) {
+            df_error_set(err, rc, "out of memory");
+            goto done;
+        }
     }
     /* request parameters */
     const jv_t *params = jv_get(root, "parameters");

@@ -65,7 +65,9 @@ typedef struct df_ks_output_req {
 } df_ks_output_req_t;
 
 typedef struct df_ks_request {
-    char id[128];
+    char *id;               /* the request's "id" ("" when absent), owned,
+                               any length the header allows */
+    size_t id_cap;
     int n_inputs;
     df_ks_input_t inputs[DF_KS_MAX_TENSORS];
     int n_outputs;          /* 0: all outputs */

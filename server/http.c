@@ -27,6 +27,7 @@
 #include "glb.h"
 #include "kserve.h"
 #include "peers.h"
+#include <jansson.h>
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -123,6 +124,10 @@ typedef struct req {
     int is_post, is_get, is_options;
     char name[DF_NAME_MAX];
     char path[512];            /* static file path below www */
+    int64_t version;           /* /versions/<v> in the URL, -1: none */
+    int raw;                   /* Inference-Header-Content-Length: 0 (raw binary) */
+    char *repo_config;         /* load: parameters.config (owned) */
+    size_t repo_config_len;
     int glb;
     char *body;
     size_t len, cap;
@@ -189,6 +194,10 @@ static req_t *req_get(df_http_t *h)
     q->is_post = q->is_get = q->is_options = 0;
     q->name[0] = q->path[0] = 0;
     q->glb = 0;
+    q->version = -1;
+    q->raw = 0;
+    q->repo_config = NULL;
+    q->repo_config_len = 0;
     q->len = 0;
     q->header_len = 0;
     q->too_big = q->too_busy = 0;
@@ -242,6 +251,8 @@ static void busy_msg(df_http_t *h, char *msg, size_t cap, uint64_t need)
 static void req_put(df_http_t *h, req_t *q)
 {
     in_release(h, q, q->in_charged);
+    free(q->repo_config);
+    q->repo_config = NULL;
     if (q->job) df_job_free(&q->job);
     if (q->cap > REQ_KEEP_BYTES) {
         free(q->body);
@@ -322,6 +333,16 @@ static enum MHD_Result send_error(req_t *q, unsigned status, const char *msg)
     return send_out(q, status, "application/json");
 }
 
+static enum MHD_Result send_405(req_t *q, const char *allow, const char *msg)
+{
+    df_ks_buf_reset(&q->out);
+    df_kserve_write_error(&q->out, msg);
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(q->out.len, q->out.data, MHD_RESPMEM_PERSISTENT);
+    if (r) MHD_add_response_header(r, "Allow", allow);
+    return queue(q, 405, r, "application/json");
+}
+
 static enum MHD_Result send_df_error(req_t *q, const df_error_t *e)
 {
     return send_error(q, (unsigned)df_http_status_for(e->code ? e->code : DF_EINTERNAL),
@@ -375,9 +396,18 @@ static void route(req_t *q, const char *url)
     memcpy(q->name, n, nl);
     q->name[nl] = 0;
     const char *rest = sl ? sl : "";
-    /* /versions/<v> is accepted and ignored: the loaded version serves */
+    /* /versions/<v>: a decimal version; the handlers answer 404 unless it
+     * is the loaded one (an empty or other segment: no such endpoint) */
     if (!strncmp(rest, "/versions/", 10)) {
-        const char *s2 = strchr(rest + 10, '/');
+        const char *v = rest + 10, *s2 = strchr(v, '/');
+        size_t vl = s2 ? (size_t)(s2 - v) : strlen(v);
+        if (vl == 0 || vl > 18) return;
+        int64_t ver = 0;
+        for (size_t k = 0; k < vl; k++) {
+            if (v[k] < '0' || v[k] > '9') return;
+            ver = ver * 10 + (v[k] - '0');
+        }
+        q->version = ver;
         rest = s2 ? s2 : "";
     }
     if (!*rest || !strcmp(rest, "/")) q->route = R_MODEL_META;
@@ -551,8 +581,22 @@ static enum MHD_Result h_models(req_t *q)
     return send_out(q, 200, "application/json");
 }
 
+static int small_json(req_t *q, json_t **root, df_error_t *e);
+
 static enum MHD_Result h_index(req_t *q)
 {
+    /* POST {"ready": true}: only the models ready to serve (KServe) */
+    int only_ready = 0;
+    if (q->is_post && q->len) {
+        json_t *root;
+        df_error_t e = {0};
+        if (small_json(q, &root, &e)) return send_df_error(q, &e);
+        json_t *rd = root ? json_object_get(root, "ready") : NULL;
+        int bad = rd && !json_is_boolean(rd);
+        only_ready = rd && json_is_true(rd);
+        json_decref(root);
+        if (bad) return send_error(q, 400, "\"ready\" must be true or false");
+    }
     size_t n = df_server_index(q->h->srv, NULL, 0);
     df_index_entry_t *ix = calloc(n ? n : 1, sizeof *ix);
     if (!ix) return send_error(q, 500, "out of memory");
@@ -560,8 +604,11 @@ static enum MHD_Result h_index(req_t *q)
     df_ks_buf_t *b = &q->out;
     df_ks_buf_reset(b);
     df_ks_buf_append(b, "[", 1);
+    int first = 1;
     for (size_t i = 0; i < n; i++) {
-        df_ks_buf_append(b, i ? ",{\"name\":" : "{\"name\":", i ? 9 : 8);
+        if (only_ready && !ix[i].ready) continue;
+        df_ks_buf_append(b, first ? "{\"name\":" : ",{\"name\":", first ? 8 : 9);
+        first = 0;
         df_ks_buf_json_string(b, ix[i].name);
         if (ix[i].version >= 0) df_ks_buf_printf(b, ",\"version\":\"%lld\"", (long long)ix[i].version);
         df_ks_buf_printf(b, ",\"state\":\"%s\",\"reason\":", ix[i].ready ? "READY" : "UNAVAILABLE");
@@ -633,13 +680,88 @@ static void *repo_thread(void *arg)
     req_t *q = arg;
     df_http_t *h = q->h;
     df_error_t e = {0};
-    int rc = q->route == R_REPO_LOAD ? df_server_load(h->srv, q->name, &e)
-                                     : df_server_unload(h->srv, q->name, &e);
+    int rc = q->route == R_REPO_LOAD
+                 ? df_server_load_config(h->srv, q->name, q->repo_config, q->repo_config_len, &e)
+                 : df_server_unload(h->srv, q->name, &e);
     q->repo_rc = rc; /* read by the HTTP thread only after finished (q->mu) */
     q->repo_err = e;
     finish_and_resume(q);
     atomic_fetch_sub(&h->repo_ops, 1);
     return NULL;
+}
+
+/* A repository request's body (at most 1 MiB of JSON; empty is fine):
+ * sets *root (new: json_decref) or an error. */
+static int small_json(req_t *q, json_t **root, df_error_t *e)
+{
+    *root = NULL;
+    if (!q->len) return 0;
+    if (q->len > (1u << 20))
+        return df_error_set(e, DF_ELIMIT, "repository request body of %zu bytes (max 1 MiB)", q->len);
+    json_error_t je;
+    *root = json_loadb(q->body, q->len, JSON_REJECT_DUPLICATES, &je);
+    if (!*root)
+        return df_error_set(e, DF_EINVAL, "invalid JSON at line %d column %d: %s", je.line,
+                            je.column, je.text);
+    if (!json_is_object(*root)) {
+        json_decref(*root);
+        *root = NULL;
+        return df_error_set(e, DF_EINVAL, "the request body must be a JSON object");
+    }
+    return 0;
+}
+
+/* load: {"parameters": {"config": "<model config JSON>"}} (KServe/Triton;
+ * the config may also be given as an object); unload:
+ * {"parameters": {"unload_dependents": bool}} (accepted: a model has no
+ * dependents here). Anything else is refused rather than ignored. */
+static int repo_body(req_t *q, df_error_t *e)
+{
+    json_t *root;
+    int rc = small_json(q, &root, e);
+    if (rc || !root) return rc;
+    const char *k;
+    json_t *v;
+    json_object_foreach(root, k, v) {
+        if (strcmp(k, "parameters")) {
+            rc = df_error_set(e, DF_EINVAL, "unknown key '%.64s' (a %s request takes {\"parameters\": {...}})",
+                              k, q->route == R_REPO_LOAD ? "load" : "unload");
+            break;
+        }
+        if (!json_is_object(v)) {
+            rc = df_error_set(e, DF_EINVAL, "\"parameters\" must be an object");
+            break;
+        }
+        const char *pk;
+        json_t *pv;
+        json_object_foreach(v, pk, pv) {
+            if (q->route == R_REPO_LOAD && !strcmp(pk, "config")) {
+                char *text = json_is_string(pv) ? strdup(json_string_value(pv))
+                             : json_is_object(pv) ? json_dumps(pv, JSON_COMPACT) : NULL;
+                if (!text) {
+                    rc = df_error_set(e, DF_EINVAL,
+                                      "parameters.config must be the model configuration as a JSON "
+                                      "string (or object)");
+                    break;
+                }
+                free(q->repo_config);
+                q->repo_config = text;
+                q->repo_config_len = strlen(text);
+            } else if (q->route == R_REPO_UNLOAD && !strcmp(pk, "unload_dependents") &&
+                       json_is_boolean(pv)) {
+                /* nothing depends on a model here */
+            } else {
+                rc = df_error_set(e, DF_EINVAL, "unsupported %s parameter '%.64s'%s",
+                                  q->route == R_REPO_LOAD ? "load" : "unload", pk,
+                                  q->route == R_REPO_LOAD ? " (supported: config)"
+                                                          : " (supported: unload_dependents)");
+                break;
+            }
+        }
+        if (rc) break;
+    }
+    json_decref(root);
+    return rc;
 }
 
 static enum MHD_Result h_repo(req_t *q)
@@ -656,6 +778,8 @@ static enum MHD_Result h_repo(req_t *q)
         if (r) MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
         return queue(q, 401, r, "application/json");
     }
+    df_error_t be = {0};
+    if (repo_body(q, &be)) return send_df_error(q, &be);
     /* a load can take seconds: run it on its own thread with the
      * connection suspended, so the HTTP thread keeps serving */
     q->repo_pending = 1;
@@ -721,6 +845,78 @@ static void job_done(df_job_t *job, void *user)
     finish_and_resume(user);
 }
 
+/* A raw binary request (Inference-Header-Content-Length: 0, binary data
+ * extension): the whole body is little-endian float32 data of the model's
+ * only input, [B, per-pose shape...] with B = body / one pose's bytes;
+ * every output comes back as JSON, as for a request that names none. A
+ * model with several inputs cannot take one (which input would it be?). */
+static enum MHD_Result start_raw(req_t *q)
+{
+    df_http_t *h = q->h;
+    df_char_info_t ci;
+    df_error_t e = {0};
+    if (df_server_character(h->srv, q->name, &ci, &e)) return send_df_error(q, &e);
+    const df_model_t *m = ci.model;
+    int ni = df_model_n_inputs(m);
+    char msg[512];
+    if (ni != 1) {
+        size_t n = (size_t)snprintf(msg, sizeof msg,
+                                    "a raw binary request (Inference-Header-Content-Length: 0) is "
+                                    "for a model with exactly one input; '%s' has %d (",
+                                    q->name, ni);
+        for (int i = 0; i < ni && n < sizeof msg; i++)
+            n += (size_t)snprintf(msg + n, sizeof msg - n, "%s%s", i ? ", " : "", df_model_input(m, i)->name);
+        if (n < sizeof msg) snprintf(msg + n, sizeof msg - n, "): send a JSON header naming them");
+        df_char_info_release(&ci);
+        return send_error(q, 400, msg);
+    }
+    const df_io_desc_t *d = df_model_input(m, 0);
+    int64_t numel = 1;
+    for (int k = 0; k < d->ndim; k++) numel *= d->shape[k];
+    size_t per = (size_t)numel * sizeof(float);
+    if (!q->len || per == 0 || q->len % per) {
+        snprintf(msg, sizeof msg,
+                 "a raw binary body of %zu bytes is not a whole number of poses of input '%s' "
+                 "(%zu bytes of float32 each)",
+                 q->len, d->name, per);
+        df_char_info_release(&ci);
+        return send_error(q, 400, msg);
+    }
+    df_job_t *job = df_job_new(h->srv);
+    if (!job) {
+        df_char_info_release(&ci);
+        return send_error(q, 500, "out of memory");
+    }
+    q->job = job;
+    df__strcpy_n(job->character, sizeof job->character, q->name);
+    job->n_inputs = 1;
+    df_job_input_t *in = &job->inputs[0];
+    df__strcpy_n(in->name, sizeof in->name, d->name);
+    in->ndim = d->ndim + 1;
+    in->shape[0] = (int64_t)(q->len / per);
+    for (int k = 0; k < d->ndim; k++) in->shape[k + 1] = d->shape[k];
+    in->data = (const float *)q->body; /* malloc'd: aligned */
+    df_char_info_release(&ci);
+    /* the response as for a JSON request naming no outputs */
+    q->kreq.n_outputs = 0;
+    q->kreq.binary_output = 0;
+    if (q->kreq.id_cap) q->kreq.id[0] = 0;
+    else q->kreq.id = (char *)"";
+    job->n_outputs = 0;
+    job->text_value_bytes = q->glb ? 4 : DF_KS_TEXT_VALUE_BYTES;
+    job->as_text_all = 1;
+    job->done = job_done;
+    job->user = q;
+    job->allow_inline = 1;
+    if (df_server_submit(h->srv, job, &e)) return send_df_error(q, &e);
+    if (job->ran_inline) {
+        job->done = NULL;
+        return finish_infer(q);
+    }
+    suspend_unless_finished(q);
+    return MHD_YES;
+}
+
 static enum MHD_Result start_infer(req_t *q)
 {
     df_http_t *h = q->h;
@@ -736,6 +932,7 @@ static enum MHD_Result start_infer(req_t *q)
         busy_msg(h, msg, sizeof msg, q->len);
         return send_error(q, 429, msg);
     }
+    if (q->raw) return start_raw(q);
     size_t json_len = q->header_len ? q->header_len : q->len;
     /* the most reading the JSON may take (kserve.h), counted before */
     uint64_t reading = (uint64_t)DF_KS_PARSE_FACTOR * json_len + (64u << 10);
@@ -933,11 +1130,27 @@ static enum MHD_Result dispatch(req_t *q)
         return queue(q, 204, r, NULL);
     }
     int post_route = q->route == R_INFER || q->route == R_REPO_LOAD || q->route == R_REPO_UNLOAD;
+    int either = q->route == R_POSE_GLB || q->route == R_REPO_INDEX;
     if (q->route == R_NOTFOUND) return send_error(q, 404, "no such endpoint");
-    if (post_route && !q->is_post) return send_error(q, 405, "use POST");
-    if (!post_route && !q->is_get && q->route != R_POSE_GLB && q->route != R_REPO_INDEX)
-        return send_error(q, 405, "use GET");
+    if (post_route && !q->is_post) return send_405(q, "POST, OPTIONS", "use POST");
+    if (either && !q->is_get && !q->is_post) return send_405(q, "GET, HEAD, POST, OPTIONS", "use GET or POST");
+    if (!post_route && !either && !q->is_get) return send_405(q, "GET, HEAD, OPTIONS", "use GET");
     if (q->too_big && q->route != R_INFER) return send_error(q, 413, "request body too large");
+    if (q->version >= 0) {
+        /* /versions/<v>: only the version that serves exists (checked when
+         * the request arrives) */
+        df_char_info_t ci;
+        df_error_t e = {0};
+        if (df_server_character(h->srv, q->name, &ci, &e)) return send_df_error(q, &e);
+        int64_t loaded = ci.version;
+        df_char_info_release(&ci);
+        if (loaded != q->version) {
+            char msg[DF_NAME_MAX + 128];
+            snprintf(msg, sizeof msg, "'%s' version %lld is not loaded (version %lld serves)", q->name,
+                     (long long)q->version, (long long)loaded);
+            return send_error(q, 404, msg);
+        }
+    }
     switch (q->route) {
     case R_LIVE:
         df_ks_buf_reset(&q->out);
@@ -1070,8 +1283,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             char *end;
             errno = 0;
             unsigned long long n = strtoull(ih, &end, 10);
-            if (errno || end == ih || *end || n == 0 || n > h->cfg->max_body_bytes)
+            if (errno || end == ih || *end || n > h->cfg->max_body_bytes)
                 q->header_len = (size_t)-1;
+            else if (n == 0)
+                q->raw = 1; /* the whole body is the one input's data */
             else
                 q->header_len = (size_t)n;
         }

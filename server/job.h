@@ -217,6 +217,13 @@ size_t df_server_names(df_server_t *s, char (*out)[DF_NAME_MAX], size_t max);
  * version keeps serving and the error says why. In-flight requests finish
  * on the version they were queued with. */
 int df_server_load(df_server_t *s, const char *model, df_error_t *err);
+/* The same with the model's configuration given as JSON text (the
+ * repository API's parameters.config) instead of its config.json, for
+ * this load only (a later rescan reads the file again). A name the
+ * repository does not hold fails with DF_ENOTFOUND and leaves no entry in
+ * the index. */
+int df_server_load_config(df_server_t *s, const char *model, const char *config_text,
+                          size_t config_len, df_error_t *err);
 int df_server_unload(df_server_t *s, const char *model, df_error_t *err);
 /* Rescan the repository: load new models, reload existing ones, unload
  * models whose directory vanished. Returns the number of failures. */

@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 int64_t df__now_ns(void)
@@ -252,6 +253,15 @@ static void reason_set(char *dst, size_t cap, const char *msg, const char *repo)
     dst[n] = 0;
 }
 
+/* 1 when REPO/<name>/config.json exists. */
+static int repo_has(const char *repo, const char *name)
+{
+    char p[DF_PATH_MAX + DF_NAME_MAX + 16];
+    snprintf(p, sizeof p, "%s/%s/config.json", repo, name);
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISREG(st.st_mode);
+}
+
 /* Under s->mu. */
 static df__mentry_t *mentry_find(df_server_t *s, const char *name)
 {
@@ -304,7 +314,17 @@ static int valid_name(const char *name)
     return 1;
 }
 
+int df__repo_load_with(const char *repo, const char *name, const char *config_text,
+                       size_t config_len, const df_limits_t *lim, df_model_t **out,
+                       df_model_config_t *cfg_out, char **skipped, df_error_t *err);
+
 int df_server_load(df_server_t *s, const char *name, df_error_t *err)
+{
+    return df_server_load_config(s, name, NULL, 0, err);
+}
+
+int df_server_load_config(df_server_t *s, const char *name, const char *config_text,
+                          size_t config_len, df_error_t *err)
 {
     if (!valid_name(name))
         return df_error_set(err, DF_EINVAL,
@@ -316,7 +336,8 @@ int df_server_load(df_server_t *s, const char *name, df_error_t *err)
     char *skipped = NULL;
     df_error_t e = {0};
     int64_t t0 = df__now_ns();
-    int rc = df_repo_load(s->cfg->repository, name, NULL, &m, &cfg, &skipped, &e);
+    int rc = df__repo_load_with(s->cfg->repository, name, config_text, config_len, NULL, &m, &cfg,
+                                &skipped, &e);
     df__loaded_t *ld = NULL;
     if (rc == DF_OK) {
         df_model_set_identity(m, name, df_model_version(m));
@@ -326,6 +347,16 @@ int df_server_load(df_server_t *s, const char *name, df_error_t *err)
         df_model_config_free(&cfg);
     }
     pthread_mutex_lock(&s->mu);
+    /* a name the repository does not have (no REPO/<name>/config.json)
+     * gets no entry: the index would list it as UNAVAILABLE for good */
+    if (rc != DF_OK && !mentry_find(s, name) && !repo_has(s->cfg->repository, name)) {
+        pthread_mutex_unlock(&s->mu);
+        free(skipped);
+        pthread_mutex_unlock(&s->load_mu);
+        df__log("model %s: load failed: %s", name, e.msg);
+        if (err) *err = e;
+        return rc;
+    }
     df__mentry_t *me = mentry_get(s, name);
     if (!me) {
         pthread_mutex_unlock(&s->mu);

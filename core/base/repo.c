@@ -363,15 +363,41 @@ static void append(char **s, const char *line)
     *s = n;
 }
 
+/* df_repo_load with the model's configuration given as JSON text instead
+ * of REPO/<name>/config.json (config_text NULL: the file). The daemon's
+ * repository API uses it for a load request's parameters.config. */
+int df__repo_load_with(const char *repo, const char *name, const char *config_text,
+                       size_t config_len, const df_limits_t *lim, df_model_t **out,
+                       df_model_config_t *cfg_out, char **skipped, df_error_t *err);
+
 int df_repo_load(const char *repo, const char *name, const df_limits_t *lim,
                  df_model_t **out, df_model_config_t *cfg_out, char **skipped,
                  df_error_t *err)
+{
+    return df__repo_load_with(repo, name, NULL, 0, lim, out, cfg_out, skipped, err);
+}
+
+int df__repo_load_with(const char *repo, const char *name, const char *config_text,
+                       size_t config_len, const df_limits_t *lim, df_model_t **out,
+                       df_model_config_t *cfg_out, char **skipped, df_error_t *err)
 {
     *out = NULL;
     if (skipped) *skipped = NULL;
     if (cfg_out) memset(cfg_out, 0, sizeof *cfg_out);
     df_model_config_t cfg;
-    int rc = df_repo_read_config(repo, name, &cfg, err);
+    int rc;
+    if (!config_text) {
+        rc = df_repo_read_config(repo, name, &cfg, err);
+    } else if (!valid_name(name)) {
+        memset(&cfg, 0, sizeof cfg);
+        rc = df_error_set(err, DF_EINVAL, "bad model name '%.80s'", name ? name : "(null)");
+    } else if (config_len > REPO_MAX_CONFIG_BYTES) {
+        memset(&cfg, 0, sizeof cfg);
+        rc = df_error_set(err, DF_ELIMIT, "%s: configuration larger than %u bytes", name,
+                          REPO_MAX_CONFIG_BYTES);
+    } else {
+        rc = df__repo_parse_config(config_text, config_len, name, &cfg, err);
+    }
     if (rc) return rc;
 
     char dir[4096];
