@@ -29,8 +29,9 @@
  *     frame's distances when a state is given (Eq. 9, damping eta); pose
  *     examples and anchors are ranked separately. The shape term is skipped
  *     when beta = 0 (it is zero there);
- *  4. penetration, twice: from the nearest of its C candidate body
- *     vertices (posed) each garment vertex walks the body's vertex graph to
+ *  4. penetration, twice (the second pass starts where the first ended):
+ *     from the nearest of its C candidate body vertices (posed) each garment
+ *     vertex walks the body's vertex graph to
  *     the local nearest body vertex; when it is closer to the body than
  *     min(its initial clearance, margin) along that vertex's area-weighted
  *     normal (of the posed triangles: skinned normals are off where LBS
@@ -62,7 +63,7 @@ static size_t pose_floats(const df__garment_t *g)
     size_t J = (size_t)g->J, ne = (size_t)(g->P + g->A);
     return 5 * al16(J * 12) + al16(J * 16) + al16(J * 3) + 2 * al16((size_t)g->R * ne) +
            al16((size_t)(g->F + g->k)) + 4 * g->gs + al16((size_t)g->G) + al16(ne) +
-           al16((size_t)g->nblocks / 4 + 1) + al16((size_t)g->Nb * 3);
+           al16((size_t)g->nblocks / 4 + 1) + al16((size_t)g->Nb * 3) + al16((size_t)g->G);
 }
 
 size_t df__garment_scratch_bytes(const df_model_t *m, int n)
@@ -273,6 +274,8 @@ int df__garment_evaluate(const df_model_t *m, const df_batch_t *b, void *scratch
     uint8_t *mark = (uint8_t *)s;
     s += al16((size_t)g->nblocks / 4 + 1);
     float *anrm = s; /* the posed body's area-weighted normals */
+    s += al16((size_t)g->Nb * 3);
+    int32_t *near = (int32_t *)s; /* [G] the body vertex each garment vertex ended at */
 
     /* 2. the body, one batch */
     {
@@ -400,12 +403,19 @@ int df__garment_evaluate(const df_model_t *m, const df_batch_t *b, void *scratch
             for (int pass = 0; pass < 2; pass++)
                 for (int64_t y = 0; y < G; y++) {
                     float *x = acc + 3 * y;
-                    const int32_t *c = g->cand + y * g->C;
-                    int64_t best = c[0];
-                    float bd = INFINITY;
-                    for (int64_t i = 0; i < g->C; i++) {
-                        float dd = dist2(x, Pb + 3 * (size_t)c[i]);
-                        if (dd < bd) bd = dd, best = c[i];
+                    int64_t best;
+                    float bd;
+                    if (pass == 0) { /* the nearest candidate */
+                        const int32_t *c = g->cand + y * g->C;
+                        best = c[0];
+                        bd = INFINITY;
+                        for (int64_t i = 0; i < g->C; i++) {
+                            float dd = dist2(x, Pb + 3 * (size_t)c[i]);
+                            if (dd < bd) bd = dd, best = c[i];
+                        }
+                    } else { /* where the first pass ended */
+                        best = near[y];
+                        bd = dist2(x, Pb + 3 * (size_t)best);
                     }
                     for (;;) { /* descend */
                         int64_t next = best;
@@ -416,6 +426,7 @@ int df__garment_evaluate(const df_model_t *m, const df_batch_t *b, void *scratch
                         if (next == best) break;
                         best = next;
                     }
+                    near[y] = (int32_t)best;
                     const float *q = Pb + 3 * best, *n = anrm + 3 * best;
                     float d = (x[0] - q[0]) * n[0] + (x[1] - q[1]) * n[1] + (x[2] - q[2]) * n[2];
                     float h = g->clear[y] < g->margin ? g->clear[y] : g->margin;

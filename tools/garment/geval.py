@@ -138,9 +138,11 @@ def numpy_eval(T, meta, beta, q, state=None, shape_model=True, resolve=True):
         cand = T['garment/body_vertices']
         nb = body_neighbours(T['triangles'], len(Pb))
         h = np.clip(np.minimum(T['garment/clearance'], float(meta.get('garment_margin', 0.005))), 0, None)
-        for _ in range(PASSES):
-            d2 = ((f[:, None, :] - Pb[cand]) ** 2).sum(2)
-            best = cand[np.arange(G), d2.argmin(1)]
+        best = None
+        for _ in range(PASSES):  # the second from where the first ended
+            if best is None:
+                d2 = ((f[:, None, :] - Pb[cand]) ** 2).sum(2)
+                best = cand[np.arange(G), d2.argmin(1)]
             best = descend(f, Pb, best, nb)
             d = np.einsum('nd,nd->n', f - Pb[best], Nb[best])
             push = np.where(d < h, h - d, 0.0)

@@ -10,7 +10,8 @@
  * with v, w the region blend of 1/(D+1e-6)^power over the `top` nearest
  * pose examples / anchors under D_gr = sum_m Q_gm |rv_m - rv_m(e)|, D damped
  * by the state; then, twice, each vertex walks from its nearest candidate
- * body vertex to the local nearest one (body neighbours = shared triangles)
+ * body vertex (the second time: from where the first walk ended) to the
+ * local nearest one (body neighbours = shared triangles)
  * and, closer than min(clearance, margin) along that vertex's area-weighted
  * normal, is pushed out to it.
  *
@@ -409,12 +410,13 @@ static void reference(const src_t *s, const float *beta, const float *q, const f
         for (int a = 0; a < 3; a++)
             for (int c = 0; c < 3; c++)
                 if (s->tri[3 * t + a] != s->tri[3 * t + c]) adj[s->tri[3 * t + a]][s->tri[3 * t + c]] = 1;
+    int ended[G];
     for (int pass = 0; pass < 2; pass++)
         for (int v = 0; v < G; v++) {
             double *y = out + 3 * v, bd = 1e300;
             int best = 0;
-            for (int c = 0; c < C; c++) {
-                int i = s->cand[C * v + c];
+            for (int c = 0; c < (pass == 0 ? C : 1); c++) { /* pass 2: from where pass 1 ended */
+                int i = pass == 0 ? s->cand[C * v + c] : ended[v];
                 double d2 = 0;
                 for (int k = 0; k < 3; k++) d2 += (y[k] - Pb[3 * i + k]) * (y[k] - Pb[3 * i + k]);
                 if (d2 < bd) bd = d2, best = i;
@@ -430,6 +432,7 @@ static void reference(const src_t *s, const float *beta, const float *q, const f
                 }
                 if (next != best) best = next, moved = 1;
             }
+            ended[v] = best;
             double d = 0;
             for (int k = 0; k < 3; k++) d += (y[k] - Pb[3 * best + k]) * Nn[3 * best + k];
             double h = fmax(0.0, fmin((double)s->clear[v], 0.005));
