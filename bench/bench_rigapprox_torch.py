@@ -60,6 +60,7 @@ def main():
     al = int(meta["anchor_layers"])
     net = [(t["net/%d/weight" % i], t["net/%d/bias" % i]) for i in range(nl)]
     lin = (t["net_linear/weight"], t["net_linear/bias"]) if "net_linear/weight" in t else None
+    alin = (t["anchor_linear/weight"], t["anchor_linear/bias"]) if "anchor_linear/weight" in t else None
     A = m["anchor_vertices"].shape[0]
     off = m["anchor_input_offsets"]
     idx = [torch.from_numpy(m["anchor_input_index"][off[a]:off[a + 1]].astype(np.int64)) for a in range(A)]
@@ -139,6 +140,8 @@ def main():
         if lin is not None:  # the linear path beside the network
             z = z + torch.nn.functional.linear(x, lin[0], lin[1])
         ap = anchors(x)  # [A,B,3]
+        if alin is not None:  # the anchors' linear path
+            ap = ap + torch.nn.functional.linear(x, alin[0], alin[1]).reshape(B, A, 3).transpose(0, 1)
         vnl = g0 + z @ G.t()  # [B,3V]
         vnl = vnl + (H @ ap.reshape(A, 3 * B)).reshape(V, B, 3).permute(1, 0, 2).reshape(B, 3 * V)
         skm = (world.reshape(B, J, 3, 4) @ ib4).reshape(B, J, 12)  # [B,J,12]

@@ -173,6 +173,7 @@ static size_t ra_scratch_bytes(const df_model_t *mo, int n)
     size_t f = B * m->nf + 16;                          /* X */
     if (m->net) f += df_mlp_work_floats(m->net, n) + 16; /* act */
     if (m->lin) f += B * m->P + 16;                      /* coefficients + linear path */
+    if (m->alin) f += B * 3 * m->na + 16;                /* the anchors' linear path */
     f += B * 3 * V + 16;                                /* vnl */
     f += (size_t)m->nj * 12 + 16;                       /* skinning matrices */
     size_t d = 0;
@@ -260,6 +261,20 @@ static int ra_evaluate(const df_model_t *mo, const df_batch_t *b, void *scratch,
                     float *ap = AP + (a * B + p) * 3;
                     ap[0] = o[0], ap[1] = o[1], ap[2] = o[2];
                 }
+            if (m->alin) { /* the anchors' linear path: AP += alin x + alin_b */
+                float *al = TAKE(float, (size_t)B * 3 * A);
+                if (B == 1) {
+                    memcpy(al, m->alin_b, sizeof(float) * 3 * A);
+                    cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)(3 * A), (int)F, 1.0f, m->alin, (int)F, X, 1, 1.0f, al, 1);
+                } else {
+                    for (int p = 0; p < B; p++) memcpy(al + (size_t)p * 3 * A, m->alin_b, sizeof(float) * 3 * A);
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, (int)(3 * A), (int)F, 1.0f, X, (int)F, m->alin,
+                                (int)F, 1.0f, al, (int)(3 * A));
+                }
+                for (int64_t a = 0; a < A; a++)
+                    for (int p = 0; p < B; p++)
+                        for (int c = 0; c < 3; c++) AP[(a * B + p) * 3 + c] += al[(size_t)p * 3 * A + a * 3 + c];
+            }
             if (r->dense) {
                 for (int p = 0; p < B; p++) memcpy(vnl + (size_t)p * 3 * V, r->g0, sizeof(float) * 3 * V);
                 if (B == 1) /* sgemv streams G at the speed of an own kernel (measured) */

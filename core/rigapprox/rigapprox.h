@@ -125,6 +125,10 @@ typedef struct df_ramodel {
     const int32_t *anc_off;   /* [A+1] offsets into anc_idx */
     const int32_t *anc_idx;   /* feature indices of each mini-network */
     struct df_mlp **anc_nets; /* [A] n_in -> 3 */
+    const float *alin;        /* [3A,F] the anchors' linear path: anchor a's
+                                 offset is its net's output + alin[3a..3a+3) x
+                                 + alin_b (NULL: none) */
+    const float *alin_b;      /* [3A] */
     double omega;
     void *arena;              /* owned copy of every array (df_ramodel_copy) */
 } df_ramodel_t;

@@ -370,7 +370,21 @@ int df_rigapprox_add_anchors(const char *model_path, const df_rigdata_t *d, cons
         df_ramodel_t m2 = m;
         m2.na = t.A, m2.anchors = t.anchors, m2.anc_off = t.off, m2.anc_idx = t.idx, m2.anc_nets = t.nets;
         if (o->omega > 0) m2.omega = o->omega;
-        if ((rc = df_ramodel_write(&m2, out_path, err))) goto done;
+        float *alin = NULL, *alin_b = NULL;
+        if (m.alin) { /* the model's anchors keep their linear path; the new ones have none */
+            alin = calloc((size_t)3 * t.A * t.F, sizeof(float)), alin_b = calloc((size_t)3 * t.A, sizeof(float));
+            if (!alin || !alin_b) {
+                free(alin), free(alin_b);
+                rc = df_error_set(err, DF_ENOMEM, "add-anchors: out of memory");
+                goto done;
+            }
+            memcpy(alin, m.alin, sizeof(float) * 3 * A0 * t.F);
+            memcpy(alin_b, m.alin_b, sizeof(float) * 3 * A0);
+            m2.alin = alin, m2.alin_b = alin_b;
+        }
+        rc = df_ramodel_write(&m2, out_path, err);
+        free(alin), free(alin_b);
+        if (rc) goto done;
         cur = out_path;
         if (o->verbose)
             fprintf(stderr, "add-anchors: round %d/%d: %lld anchors added (%lld in all), networks trained  %.0f s\n",

@@ -138,6 +138,11 @@ int df_ramodel_write(const df_ramodel_t *m, const char *path, df_error_t *err)
         rc |= df_st_writer_add(w, "anchor_input_index", DF_DT_I32, 1, si, m->anc_idx);
         snprintf(buf, sizeof buf, "%d", m->anc_nets[0]->n_layers);
         rc |= df_st_writer_meta(w, "anchor_layers", buf);
+        if (m->alin) {
+            int64_t sl[2] = {3 * m->na, m->nf}, sp[1] = {3 * m->na};
+            rc |= df_st_writer_add(w, "anchor_linear/weight", DF_DT_F32, 2, sl, m->alin);
+            rc |= df_st_writer_add(w, "anchor_linear/bias", DF_DT_F32, 1, sp, m->alin_b);
+        }
         for (int64_t a = 0; a < m->na; a++) {
             char pre[64];
             snprintf(pre, sizeof pre, "anchor/%lld", (long long)a);
@@ -316,6 +321,12 @@ int df_ramodel_read(const df_st_t *st, df_ramodel_t *m, df_error_t *err)
                                   (long long)i, m->anc_idx[i]);
                 goto fail;
             }
+        int64_t sl[2] = {3 * m->na, m->nf}, sp[1] = {3 * m->na};
+        const df_tensor_t *tb = NULL;
+        if ((rc = df_st_require(st, "anchor_linear/weight", DF_DT_F32, 2, sl, 1, &t, err)) ||
+            (t && (rc = df_st_require(st, "anchor_linear/bias", DF_DT_F32, 1, sp, 0, &tb, err))))
+            goto fail;
+        m->alin = t ? t->data : NULL, m->alin_b = tb ? tb->data : NULL;
         int al;
         if ((rc = meta_int(st, "anchor_layers", &al, err))) goto fail;
         m->anc_nets = calloc(m->na, sizeof(df_mlp_t *));
@@ -376,6 +387,8 @@ static size_t copy_pass(const df_ramodel_t *s, df_ramodel_t *d, arena_t *a)
         d->anchors = ar_put(a, s->anchors, sizeof(int32_t) * s->na);
         d->anc_off = ar_put(a, s->anc_off, sizeof(int32_t) * (s->na + 1));
         d->anc_idx = ar_put(a, s->anc_idx, sizeof(int32_t) * s->anc_off[s->na]);
+        d->alin = s->alin ? ar_put(a, s->alin, sizeof(float) * 3 * s->na * s->nf) : NULL;
+        d->alin_b = s->alin ? ar_put(a, s->alin_b, sizeof(float) * 3 * s->na) : NULL;
         for (int64_t i = 0; i < s->na; i++) {
             const df_mlp_t *n = s->anc_nets[i];
             for (int l = 0; l < n->n_layers; l++) {

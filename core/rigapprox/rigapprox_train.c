@@ -161,6 +161,8 @@ typedef struct tr {
     int64_t P;
     float *Uw;                  /* [D,P] whitened basis */
     float *lin, *lin_b;         /* [P,F], [P] linear path (NULL: none) */
+    float *alin, *alin_b;       /* [3A,F], [3A] the anchors' linear path (NULL: none) */
+    float *ANL;                 /* [N,3A] anchor targets: v_nl at each anchor minus its linear path */
     int64_t A;
     int32_t *anchors, *aoff, *aidx;
     int32_t *par;               /* [J] inferred joint parents (-1: none) */
@@ -177,7 +179,7 @@ typedef struct tr {
 static void tr_free(tr_t *t)
 {
     free(t->order), free(t->par), free(t->X), free(t->fmean), free(t->fscale), free(t->NL), free(t->Y), free(t->mu);
-    free(t->Uw), free(t->lin), free(t->lin_b), free(t->anchors), free(t->aoff), free(t->aidx), free(t->amu), free(t->asig);
+    free(t->Uw), free(t->lin), free(t->lin_b), free(t->alin), free(t->alin_b), free(t->ANL), free(t->anchors), free(t->aoff), free(t->aidx), free(t->amu), free(t->asig);
     df_lap_free(&t->lap);
     df_mlp_free(&t->net), df_mlp_free(&t->net_g), df_mlp_free(&t->net_best);
     df_mlp_opt_free(&t->opt);
@@ -705,6 +707,34 @@ static int fit_linear(tr_t *t, df_error_t *err)
         for (int64_t f = 0; f < F; f++) t->lin[p * F + f] = (float)Bt[p * F1 + f];
         t->lin_b[p] = (float)Bt[p * F1 + F];
     }
+    /* OURS: the anchors' linear path, the same ridge system for the v_nl of
+     * every anchor vertex (3A right-hand sides) */
+    if (t->A > 0) {
+        int64_t A3 = 3 * t->A;
+        int na3 = (int)A3;
+        double *Tb = malloc(sizeof(double) * n * A3), *Ct = malloc(sizeof(double) * F1 * A3);
+        t->alin = malloc(sizeof(float) * A3 * F), t->alin_b = malloc(sizeof(float) * A3);
+        if (!Tb || !Ct || !t->alin || !t->alin_b) {
+            free(Tb), free(Ct);
+            rc = df_error_set(err, DF_ENOMEM, "train: out of memory (anchors' linear path)");
+            goto done;
+        }
+        for (int64_t i = 0; i < n; i++)
+            for (int64_t a = 0; a < t->A; a++)
+                for (int c = 0; c < 3; c++) Tb[i * A3 + a * 3 + c] = t->NL[(t->nval + i) * D + t->anchors[a] * 3 + c];
+        cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, na3, (int)F1, nn, 1.0, Tb, na3, Xd, (int)F1, 0.0, Ct,
+                    (int)F1);
+        dpotrs_("L", &nf1, &na3, A, &nf1, Ct, &nf1, &info);
+        for (int64_t k = 0; k < A3; k++) {
+            for (int64_t f = 0; f < F; f++) t->alin[k * F + f] = (float)Ct[k * F1 + f];
+            t->alin_b[k] = (float)Ct[k * F1 + F];
+        }
+        free(Tb), free(Ct);
+        if (info) {
+            rc = df_error_set(err, DF_ENUMERIC, "train: ridge solve failed (anchors' linear path)");
+            goto done;
+        }
+    }
     /* every row's labels lose the linear path: Y -= (X lin^T + lin_b) Uw^T */
     for (int64_t i = 0; i < N; i++) memcpy(Z + i * P, t->lin_b, sizeof(float) * P);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)N, (int)P, (int)F, 1.0f, t->X, (int)F, t->lin, (int)F, 1.0f, Z,
@@ -712,9 +742,31 @@ static int fit_linear(tr_t *t, df_error_t *err)
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)N, (int)D, (int)P, -1.0f, Z, (int)P, t->Uw, (int)P, 1.0f, t->Y,
                 (int)D);
 done:
-    if (rc) free(t->lin), free(t->lin_b), t->lin = t->lin_b = NULL;
+    if (rc) {
+        free(t->lin), free(t->lin_b), free(t->alin), free(t->alin_b);
+        t->lin = t->lin_b = t->alin = t->alin_b = NULL;
+    }
     free(gu), free(Xd), free(A), free(Bt), free(Zd), free(Gf), free(Z);
     return rc;
+}
+
+/* The anchor networks' targets: v_nl at each anchor vertex, minus the
+ * anchors' linear path when there is one. */
+static int anchor_targets(tr_t *t, df_error_t *err)
+{
+    int64_t N = t->N, A3 = 3 * t->A, F = t->F, D = t->D;
+    t->ANL = malloc(sizeof(float) * N * (A3 ? A3 : 1));
+    if (!t->ANL) return df_error_set(err, DF_ENOMEM, "train: out of memory (anchor targets)");
+    for (int64_t i = 0; i < N; i++)
+        for (int64_t a = 0; a < t->A; a++)
+            for (int c = 0; c < 3; c++) t->ANL[i * A3 + a * 3 + c] = t->NL[i * D + t->anchors[a] * 3 + c];
+    if (t->alin) {
+        for (int64_t i = 0; i < N; i++)
+            for (int64_t k = 0; k < A3; k++) t->ANL[i * A3 + k] -= t->alin_b[k];
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)N, (int)A3, (int)F, -1.0f, t->X, (int)F, t->alin, (int)F,
+                    1.0f, t->ANL, (int)A3);
+    }
+    return DF_OK;
 }
 
 /* ------------------------------------------------------------ checkpoint */
@@ -872,7 +924,7 @@ static int build_nets(tr_t *t, df_error_t *err)
                 return rc;
             df_mlp_copy(t->an_best[a], t->an[a]);
             t->a_best[a] = INFINITY;
-            df__ra_anchor_stats(t->NL, t->D, t->nval, t->N, t->anchors[a], t->amu + a * 3, t->asig + a * 3);
+            df__ra_anchor_stats(t->ANL, 3 * A, t->nval, t->N, (int32_t)a, t->amu + a * 3, t->asig + a * 3);
         }
     }
     return DF_OK;
@@ -919,12 +971,11 @@ static int run_rows(tr_t *t, const int64_t *rows, int64_t n, int train, float lr
             float *Xa = xa, *ta = Xa + (size_t)B * ni, *ga = ta + (size_t)B * 3, *aact = ga + (size_t)B * 3;
             size_t awf = df_mlp_work_floats(t->an[a], B);
             float *atmp = aact + awf;
-            int32_t v = t->anchors[a];
             for (int b = 0; b < B; b++) {
                 const float *xr = t->X + rows[s + b] * F;
                 for (int i = 0; i < ni; i++) Xa[(size_t)b * ni + i] = xr[idx[i]];
                 for (int c = 0; c < 3; c++)
-                    ta[b * 3 + c] = (t->NL[rows[s + b] * D + v * 3 + c] - t->amu[a * 3 + c]) / t->asig[a * 3 + c];
+                    ta[b * 3 + c] = (t->ANL[rows[s + b] * 3 * t->A + a * 3 + c] - t->amu[a * 3 + c]) / t->asig[a * 3 + c];
             }
             float *y = df_mlp_forward(t->an[a], B, Xa, aact);
             sa += df_loss_l2((int64_t)B * 3, y, ta, train ? ga : NULL) * B * 3;
@@ -956,7 +1007,7 @@ static void anchor_val(tr_t *t, int64_t a, const int64_t *rows, int64_t n, float
             const float *xr = t->X + rows[q + b] * t->F;
             for (int i = 0; i < ni; i++) Xa[(size_t)b * ni + i] = xr[idx[i]];
             for (int c = 0; c < 3; c++)
-                ta[b * 3 + c] = (t->NL[rows[q + b] * t->D + t->anchors[a] * 3 + c] - t->amu[a * 3 + c]) / t->asig[a * 3 + c];
+                ta[b * 3 + c] = (t->ANL[rows[q + b] * 3 * t->A + a * 3 + c] - t->amu[a * 3 + c]) / t->asig[a * 3 + c];
         }
         float *y = df_mlp_forward(t->an[a], B, Xa, aact);
         s += df_loss_l2((int64_t)B * 3, y, ta, NULL) * B * 3;
@@ -987,8 +1038,16 @@ static void anchors_predict(tr_t *t, int B, const float *X, float *apos /* [A,3]
             for (int i = 0; i < ni; i++) Xa[(size_t)b * ni + i] = X[(size_t)b * t->F + idx[i]];
         float *y = df_mlp_forward(t->an_best[a], B, Xa, aact);
         for (int b = 0; b < B; b++)
-            for (int c = 0; c < 3; c++)
-                apos[(size_t)b * t->A * 3 + a * 3 + c] = y[b * 3 + c] * t->asig[a * 3 + c] + t->amu[a * 3 + c];
+            for (int c = 0; c < 3; c++) {
+                float q = y[b * 3 + c] * t->asig[a * 3 + c] + t->amu[a * 3 + c];
+                if (t->alin) { /* the anchors' linear path */
+                    const float *w = t->alin + (a * 3 + c) * t->F, *x = X + (size_t)b * t->F;
+                    float l = t->alin_b[a * 3 + c];
+                    for (int64_t f = 0; f < t->F; f++) l += w[f] * x[f];
+                    q += l;
+                }
+                apos[(size_t)b * t->A * 3 + a * 3 + c] = q;
+            }
     }
 }
 
@@ -1334,6 +1393,7 @@ static int export_model(tr_t *t, const char *path, df_error_t *err)
     m.parents = t->o->world_features ? NULL : t->par;
     m.net = t->net_best;
     m.lin = t->lin, m.lin_b = t->lin_b;
+    m.alin = t->alin, m.alin_b = t->alin_b;
     m.P = t->P, m.basis = t->Uw, m.basis_mean = t->mu;
     m.omega = t->o->omega;
     if (m.variant == DF_RA_OURS) {
@@ -1429,6 +1489,7 @@ int df_rigapprox_train(const df_rigdata_t *d, const df_ratrain_opts_t *o,
                 (long long)t.F, (long long)t.P, (long long)t.A, now_s() - t0);
     if ((o->variant == DF_RA_OURS || o->variant == DF_RA_LOCAL) && !o->no_linear && (rc = fit_linear(&t, err)))
         goto done;
+    if (o->variant == DF_RA_OURS && (rc = anchor_targets(&t, err))) goto done;
     if (o->variant == DF_RA_PCALR) {
         if ((rc = fit_pcalr(&t, err))) goto done;
     } else if (o->variant != DF_RA_LBS) {

@@ -345,6 +345,11 @@ static int breakdown(const char *model_file, const char *data)
             int ni = m.anc_off[a + 1] - m.anc_off[a];
             for (int i = 0; i < ni; i++) xi[i] = x[m.anc_idx[m.anc_off[a] + i]];
             memcpy(app + a * 3, df_mlp_forward(m.anc_nets[a], 1, xi, awk), sizeof(float) * 3);
+            for (int c = 0; m.alin && c < 3; c++) { /* the anchors' linear path */
+                double q = m.alin_b[a * 3 + c];
+                for (int64_t f = 0; f < m.nf; f++) q += (double)m.alin[(a * 3 + c) * m.nf + f] * x[f];
+                app[a * 3 + c] += (float)q;
+            }
         }
         const float *dl[5] = {dt, dj, dp, dt, dp}, *al[5] = {apt, apt, apt, app, app};
         for (int c = 0; c < 6; c++) {

@@ -16,8 +16,9 @@
  *             layer), plus net_linear/weight x + net_linear/bias when the
  *             file has them -> PCA coefficients z [P];
  *   delta     pca_mean + pca_basis z, the differential coordinates [V,3];
- *   anchors   anchor/<a>/<l> fed x[anchor_input_index[off_a .. off_a+1)]
- *             -> the anchor's offset [3];
+ *   anchors   anchor/<a>/<l> fed x[anchor_input_index[off_a .. off_a+1)],
+ *             plus anchor_linear/weight rows 3a..3a+3 times x and the
+ *             bias when the file has them -> the anchor's offset [3];
  *   v_nl      (L^T L + w^2 S^T S) v = L^T delta + w^2 S^T a, one solve per
  *             coordinate by Gaussian elimination with partial pivoting, L =
  *             D - Adj the uniform Laplacian of the triangles' edges, S the
@@ -45,6 +46,7 @@ typedef struct raref {
     double omega; /* the file's */
     const float *rest, *invbind, *skin_w, *fmean, *fscale, *basis, *bmean;
     const float *lin, *lin_b; /* the linear path [P,F], [P], or NULL */
+    const float *alin, *alin_b; /* the anchors' linear path [3A,F], [3A], or NULL */
     const int32_t *skin_j, *parents, *anchors, *anc_off, *anc_idx;
     double *L, *LtL; /* [V,V] each, owned */
 } raref_t;
@@ -172,6 +174,12 @@ static inline int raref_open(const df_st_t *st, raref_t *r, df_error_t *err)
     RAREF_REQ("anchor_input_index", DF_DT_I32, 1, any, 0);
     r->anc_idx = t->data;
     int n_idx = (int)t->shape[0];
+    s2[0] = 3 * r->A, s2[1] = r->F;
+    RAREF_REQ("anchor_linear/weight", DF_DT_F32, 2, s2, 1);
+    r->alin = t ? t->data : NULL;
+    s1[0] = 3 * r->A;
+    RAREF_REQ("anchor_linear/bias", DF_DT_F32, 1, s1, r->alin == NULL);
+    r->alin_b = t ? t->data : NULL;
     const df_tensor_t *tr;
     if ((rc = df_st_require(st, "triangles", DF_DT_I32, 2, a3, 0, &tr, err))) return rc;
 #undef RAREF_REQ
@@ -320,6 +328,11 @@ static inline int raref_eval(const raref_t *r, const float *world, const float *
         snprintf(pre, sizeof pre, "anchor/%d", a);
         raref__forward(r->st, pre, r->anc_layers, h, n, h + W);
         for (int c = 0; c < 3; c++) ap[a * 3 + c] = h[c];
+        for (int c = 0; r->alin && c < 3; c++) {
+            double s = r->alin_b[a * 3 + c];
+            for (int i = 0; i < F; i++) s += (double)r->alin[(size_t)(a * 3 + c) * F + i] * x[i];
+            ap[a * 3 + c] += s;
+        }
     }
     /* (L^T L + w^2 S^T S) v = L^T delta + w^2 S^T a, per coordinate */
     for (int c = 0; !rc && c < 3; c++) {

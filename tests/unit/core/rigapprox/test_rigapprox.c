@@ -874,7 +874,9 @@ static void test_anchors_per_shell(void)
  * its largest weight; --no-linear writes none; on SYN_LINEAR (v_nl affine
  * in the features) a LOCAL model trained 2 epochs with the path is at least
  * 2.5x closer than without it (4.1x measured; the network alone cannot learn the affine map
- * in 2 epochs; the path is exact up to the ridge). */
+ * in 2 epochs; the path is exact up to the ridge); the same for OURS with
+ * the anchors' linear path as well (5.8x measured), whose tensors --no-linear
+ * leaves out too. */
 static void test_linear_path(void)
 {
     df_error_t err = {0};
@@ -890,6 +892,10 @@ static void test_linear_path(void)
     DF_CHECK(df_rigapprox_train(&d, &o, path("ra_lin_l.safetensors"), NULL, &err) == 0);
     o.no_linear = 1;
     DF_CHECK(df_rigapprox_train(&d, &o, path("ra_lin_n.safetensors"), NULL, &err) == 0);
+    o.variant = DF_RA_OURS; /* the anchors' linear path too */
+    DF_CHECK(df_rigapprox_train(&d, &o, path("ra_lin_on.safetensors"), NULL, &err) == 0);
+    o.no_linear = 0;
+    DF_CHECK(df_rigapprox_train(&d, &o, path("ra_lin_o.safetensors"), NULL, &err) == 0);
     df_rigdata_close(&d);
     df_st_t *sp = NULL, *sl = NULL, *sn = NULL;
     DF_CHECK(df_st_open(path("ra_lin_p.safetensors"), NULL, &sp, &err) == 0);
@@ -911,6 +917,16 @@ static void test_linear_path(void)
     double el = served_mean_error("ra_lin_l.safetensors", "ra_lin.safetensors");
     double en = served_mean_error("ra_lin_n.safetensors", "ra_lin.safetensors");
     DF_CHECK_MSG(isfinite(el) && el * 2.5 < en, "LOCAL 2 epochs on an affine v_nl: with the linear path %g, without %g", el, en);
+    double eo = served_mean_error("ra_lin_o.safetensors", "ra_lin.safetensors");
+    double eon = served_mean_error("ra_lin_on.safetensors", "ra_lin.safetensors");
+    DF_CHECK_MSG(isfinite(eo) && eo * 2.5 < eon, "OURS 2 epochs on an affine v_nl: with both linear paths %g, without %g",
+                 eo, eon);
+    df_st_t *so = NULL;
+    DF_CHECK(df_st_open(path("ra_lin_o.safetensors"), NULL, &so, &err) == 0 && df_st_find(so, "anchor_linear/weight") &&
+             df_st_find(so, "net_linear/weight"));
+    df_st_close(&so);
+    DF_CHECK(df_st_open(path("ra_lin_on.safetensors"), NULL, &so, &err) == 0 && !df_st_find(so, "anchor_linear/weight"));
+    df_st_close(&so);
 }
 
 /* Mean vertex error of a served model (dense reconstruction) on every pose
