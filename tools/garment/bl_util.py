@@ -124,17 +124,18 @@ def ensure_dir(d):
     return d
 
 
-def render_row(objs, png, spacing=1.1, colors=None, rows=None, size=360, view='front'):
+def render_row(objs, png, spacing=1.1, colors=None, rows=None, size=360, view='front', pitch=2.0, zc=0.9):
     """Render objects in a grid (rows x len(objs)/rows), each translated to its
-    cell, front (-Y) or three-quarter view, orthographic Workbench: a quick
-    look that needs no GPU. colors: one RGBA per object or None (grey)."""
+    cell (rows `pitch` m apart, the view centred at height `zc`), front (-Y)
+    or three-quarter view, orthographic Workbench: a quick look that needs
+    no GPU. colors: one RGBA per object or None (grey)."""
     sc = bpy.context.scene
     n = len(objs)
     rows = rows or 1
     cols = (n + rows - 1) // rows
     for i, o in enumerate(objs):
         r, c = divmod(i, cols)
-        o.location = (c * spacing, 0.0, -r * 2.0)
+        o.location = (c * spacing, 0.0, -r * pitch)
         o.color = colors[i] if colors else (0.75, 0.75, 0.75, 1.0)
     sc.render.engine = 'BLENDER_WORKBENCH'
     sc.display.shading.light = 'STUDIO'
@@ -150,9 +151,9 @@ def render_row(objs, png, spacing=1.1, colors=None, rows=None, size=360, view='f
         sc.collection.objects.link(cam)
     cam.data.type = 'ORTHO'
     w = cols * spacing
-    h = rows * 2.0
+    h = rows * pitch
     cam.data.ortho_scale = max(w, h) * 1.02
-    cx, cz = (cols - 1) * spacing / 2, 0.9 - (rows - 1) * 1.0
+    cx, cz = (cols - 1) * spacing / 2, zc - (rows - 1) * pitch / 2
     if view == 'front':
         cam.location = (cx, -8.0, cz)
         cam.rotation_euler = (math.pi / 2, 0.0, 0.0)

@@ -299,11 +299,12 @@ def cmd_evaluate(a):
         cols = np.tile([[0.3, 0.6, 0.3, 1], [0.25, 0.45, 0.85, 1], [0.8, 0.35, 0.3, 1]], (k, 1))
         sc = os.path.join(tmp, 'scene.npz')
         np.savez(sc, body_triangles=bm.tris, garment_triangles=gz['triangles'], bodies=np.array(bodies),
-                 garments=np.array(garments), cols=3 * k, garment_colors=cols)
+                 garments=np.array(garments), cols=3, garment_colors=cols)
         subprocess.run([os.environ.get('BLENDER', 'blender'), '-b', '--factory-startup', '--python',
-                        os.path.join(HERE, 'render.py'), '--', sc, os.path.abspath(a.png), '--size', '260'],
+                        os.path.join(HERE, 'render.py'), '--', sc, os.path.abspath(a.png), '--size', '300',
+                        '--torso'],
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
-        print('wrote %s (per pair: simulation | ours | LBS of the rest garment)' % a.png)
+        print('wrote %s (a row per pair: simulation | ours | LBS of the rest garment)' % a.png)
     return 0
 
 

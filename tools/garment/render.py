@@ -1,10 +1,11 @@
 # render.py — a grid of bodies wearing garments, rendered headless (Workbench).
 #
-#   blender -b --factory-startup --python tools/garment/render.py -- SCENE.npz OUT.png [--size 300] [--view front|q34]
+#   blender -b --factory-startup --python tools/garment/render.py -- SCENE.npz OUT.png [--size 300] [--view front|q34] [--torso]
 #
 # SCENE.npz: body_triangles [Tb,3], garment_triangles [Tg,3], bodies [K,Nb,3],
 # garments [K,G,3] (posed, world space), cols (int); optional garment_colors
-# [K,4] RGBA. Cell k goes to row k // cols, column k % cols.
+# [K,4] RGBA. Cell k goes to row k // cols, column k % cols. --torso frames
+# the upper body only (cells 0.9 m tall).
 import os
 import sys
 
@@ -48,7 +49,34 @@ def main():
         objs.append(b)
         colors.append((0.8, 0.76, 0.7, 1))
     rows = (K + cols - 1) // cols
-    render_row(objs, os.path.abspath(a[1]), colors=colors, rows=rows, size=size, view=view)
+    out = os.path.abspath(a[1])
+    if '--torso' not in a:
+        render_row(objs, out, colors=colors, rows=rows, size=size, view=view)
+        return
+    # upper bodies: each row rendered alone, framed on the torso, stacked
+    strips = []
+    for r in range(rows):
+        row = objs[r * cols:(r + 1) * cols]
+        for o in objs:
+            hide = o not in row
+            o.hide_render = hide
+            for ch in o.children:
+                ch.hide_render = hide
+        tmp = out + '.row%d.png' % r
+        render_row(row, tmp, colors=colors[:len(row)], rows=1, size=size, view=view, pitch=0.9, zc=1.2)
+        img = bpy.data.images.load(tmp)
+        w, h = img.size
+        strips.append(np.array(img.pixels[:]).reshape(h, w, 4))
+        bpy.data.images.remove(img)
+        os.remove(tmp)
+    w = max(x.shape[1] for x in strips)
+    strips = [np.pad(x, ((0, 0), (0, w - x.shape[1]), (0, 0)), constant_values=1.0) for x in strips]
+    px = np.concatenate(strips[::-1], 0)  # Blender's pixel rows run bottom-up
+    img = bpy.data.images.new('grid', px.shape[1], px.shape[0], alpha=True)
+    img.pixels[:] = px.ravel()
+    img.filepath_raw = out
+    img.file_format = 'PNG'
+    img.save()
 
 
 main()
