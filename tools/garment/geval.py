@@ -301,7 +301,7 @@ def cmd_evaluate(a):
         np.savez(sc, body_triangles=bm.tris, garment_triangles=gz['triangles'], bodies=np.array(bodies),
                  garments=np.array(garments), cols=3, garment_colors=cols)
         subprocess.run([os.environ.get('BLENDER', 'blender'), '-b', '--factory-startup', '--python',
-                        os.path.join(HERE, 'render.py'), '--', sc, os.path.abspath(a.png), '--size', '300',
+                        os.path.join(HERE, 'render.py'), '--', sc, os.path.abspath(a.png), '--size', '240',
                         '--torso'],
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
         print('wrote %s (a row per pair: simulation | ours | LBS of the rest garment)' % a.png)

@@ -72,7 +72,7 @@ def main():
     w = max(x.shape[1] for x in strips)
     strips = [np.pad(x, ((0, 0), (0, w - x.shape[1]), (0, 0)), constant_values=1.0) for x in strips]
     px = np.concatenate(strips[::-1], 0)  # Blender's pixel rows run bottom-up
-    img = bpy.data.images.new('grid', px.shape[1], px.shape[0], alpha=True)
+    img = bpy.data.images.new('grid', px.shape[1], px.shape[0], alpha=False)
     img.pixels[:] = px.ravel()
     img.filepath_raw = out
     img.file_format = 'PNG'
