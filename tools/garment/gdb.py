@@ -243,8 +243,8 @@ def run_pool(db, workers=1, niceness=19, blender='blender', batch=1, only=None, 
                        os.path.join(HERE, 'simulate.py'), '--', db] + [j['name'] for j in ch]
                 out = open(os.path.join(db, 'sims', ch[0]['name'] + '.log'), 'w')
                 running.append((subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT), ch, out))
-            if stop['flag'] and not running:
-                break
+            if stop['flag']:
+                break  # the finally clause stops the running simulations
             time.sleep(0.5)
             for r in list(running):
                 p, ch, out = r
