@@ -272,6 +272,13 @@ fuzz: fuzz-build
 	  $$f -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -print_final_stats=1 $$d \
 	     $(B)/fuzz/corpus-$$n fuzz/corpus/$$n || exit 1; done
 
+# Soak: 10 minutes (SOAK_SECS) of honest clients at 80 % of their capacity
+# beside hostile ones on the demo repository; fails on a wrong answer or
+# growing memory (bench/hostile_rss.py, docs/server.md).
+.PHONY: soak
+soak: demo
+	@python3 bench/hostile_rss.py --soak --secs $${SOAK_SECS:-600} --repo $${DF_DEMO_REPO:-demo-repo} --bin $(BIN)
+
 # Safetensors load/validate and float16 conversion figures (docs/model-format.md).
 .PHONY: bench-st
 bench-st: $(B)/bench/bench_safetensors

@@ -18,6 +18,16 @@ It prints the limits, the bound of the formula without `base` and
 `evaluation`, the daemon's RSS before the attack (base) and its peak
 (VmHWM), the requests refused by status, and the wrong answers (must be 0).
 Not a test (it asserts nothing); docs/server.md quotes a run.
+
+    python3 bench/hostile_rss.py --soak [--secs 600] [--warmup 60]   (make soak)
+
+Soak: first measures the honest clients' capacity alone (5 s, closed
+loop), then runs the hostile mix for --secs with the honest clients paced
+to 80 % of it, sampling the daemon's RSS every 10 s into a table (lowest
+and highest of each window). Passes (exit 0) with 0 wrong answers, the
+daemon alive, and the least-squares trend of every window's lowest RSS
+after the warm-up within 5 % over the run: the memory the daemon keeps
+does not grow (the windows themselves vary with the answers in flight).
 """
 import argparse
 import json
@@ -123,6 +133,8 @@ def main():
     ap.add_argument("--secs", type=float, default=20)
     ap.add_argument("--repo", default="demo-repo")
     ap.add_argument("--bin", default="bin")
+    ap.add_argument("--soak", action="store_true")
+    ap.add_argument("--warmup", type=float, default=60)
     a = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="hostile_rss.")
     ready = os.path.join(tmp, "ready")
@@ -150,9 +162,12 @@ def main():
     s.close()
     time.sleep(0.5)
     base = rss(d.pid, "VmRSS:")
+    pace = {"gap": 0.0}  # seconds between an honest client's requests
 
     def honest_http():
         while time.time() < stop:
+            if pace["gap"]:
+                time.sleep(pace["gap"])
             try:
                 status, body = http_raw(hp, "POST", "/v2/models/wuson/infer", good_body)
             except OSError:
@@ -172,6 +187,8 @@ def main():
             try:
                 s = socket.create_connection(("127.0.0.1", sp), timeout=30)
                 for i in range(20):
+                    if pace["gap"]:
+                        time.sleep(pace["gap"])
                     s.sendall(frame(0x10, 7, infer_payload("wuson", 2)))
                     ftype, body = recv_frame(s)
                     if ftype != 0x11:
@@ -255,14 +272,36 @@ def main():
         for c in conns:
             c.close()
 
+    honest = [honest_http, honest_http, honest_sock]
+    if a.soak:  # capacity of the honest clients alone, then 80 % of it
+        stop = time.time() + 5
+        ts = [threading.Thread(target=f) for f in honest]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        cap = st.ok / 5.0
+        per_client = 0.8 * cap / len(honest)
+        service = len(honest) / cap  # seconds one request took at capacity
+        pace["gap"] = max(0.0, 1.0 / per_client - service)
+        print(f"capacity {cap:.0f} honest answers/s alone; paced to {0.8 * cap:.0f}/s with the hostile mix")
+        st.ok = 0
+        stop = time.time() + a.secs
     threads = [threading.Thread(target=f) for f in
-               [honest_http, honest_http, honest_sock, flood_json, flood_json, amplify, amplify,
-                holders, slowloris]]
+               honest + [flood_json, flood_json, amplify, amplify, holders, slowloris]]
+    t0 = time.time()
     for t in threads:
         t.start()
     peak_seen = 0
+    windows = []  # (end s, lowest RSS, highest RSS, right, wrong)
+    wlo, whi, wend = 1 << 62, 0, t0 + 10
     while any(t.is_alive() for t in threads):
-        peak_seen = max(peak_seen, rss(d.pid, "VmRSS:"))
+        r = rss(d.pid, "VmRSS:")
+        peak_seen = max(peak_seen, r)
+        wlo, whi = min(wlo, r), max(whi, r)
+        if time.time() >= wend:
+            windows.append((wend - t0, wlo, whi, st.ok, st.wrong))
+            wlo, whi, wend = 1 << 62, 0, wend + 10
         time.sleep(0.1)
     peak = rss(d.pid, "VmHWM:")
     alive = d.poll() is None
@@ -278,7 +317,27 @@ def main():
     print(f"honest answers: {st.ok} right, {st.wrong} wrong; daemon {'alive' if alive else 'DEAD'} after {a.secs:.0f} s")
     for k in sorted(st.status):
         print(f"  {k}: {st.status[k]}")
-    return 0 if alive and st.wrong == 0 else 1
+    flat = True
+    if a.soak:
+        print("| t (s) | lowest RSS (MiB) | highest RSS (MiB) | honest right | wrong |")
+        print("|---|---|---|---|---|")
+        for end, lo, hi, ok, wrong in windows:
+            print(f"| {end:.0f} | {mib(lo):.1f} | {mib(hi):.1f} | {ok} | {wrong} |")
+        pts = [(end, lo) for end, lo, hi, ok, wrong in windows if end > a.warmup]
+        if len(pts) >= 2:
+            n = len(pts)
+            mt = sum(t for t, _ in pts) / n
+            mv = sum(v for _, v in pts) / n
+            slope = sum((t - mt) * (v - mv) for t, v in pts) / sum((t - mt) ** 2 for t, _ in pts)
+            drift = slope * (pts[-1][0] - pts[0][0]) / mv
+            dev = max(abs(v - mv) / mv for _, v in pts)
+            flat = abs(drift) <= 0.05
+            print(f"after the {a.warmup:.0f} s warm-up: lowest RSS per window "
+                  f"{mib(min(v for _, v in pts)):.1f}-{mib(max(v for _, v in pts)):.1f} MiB (at most "
+                  f"{100 * dev:.1f} % from their mean, the answers in flight at the sample); "
+                  f"least-squares trend over the run {100 * drift:+.1f} % "
+                  f"({'flat' if flat else 'GROWING'}: within 5 %)")
+    return 0 if alive and st.wrong == 0 and flat else 1
 
 
 if __name__ == "__main__":
