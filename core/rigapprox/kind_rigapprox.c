@@ -175,7 +175,7 @@ static size_t ra_scratch_bytes(const df_model_t *mo, int n)
     if (m->lin) f += B * m->P + 16;                      /* coefficients + linear path */
     if (m->alin) f += B * 3 * m->na + 16;                /* the anchors' linear path */
     f += B * 3 * V + 16;                                /* vnl */
-    f += (size_t)m->nj * 12 + 16;                       /* skinning matrices */
+    f += (size_t)m->nj * 32 + 16;                       /* skinning matrices (+ DQS parts) */
     size_t d = 0;
     if (m->variant == DF_RA_OURS) {
         f += r->max_anc_work + m->na * 3 * B + 3 * m->na + 48;
@@ -209,7 +209,7 @@ static int ra_evaluate(const df_model_t *mo, const df_batch_t *b, void *scratch,
     float *X = TAKE(float, (size_t)B * F);
     float *act = m->net ? TAKE(float, df_mlp_work_floats(m->net, B)) : NULL;
     float *vnl = TAKE(float, (size_t)B * 3 * V);
-    float *skm = TAKE(float, J * 12);
+    float *skm = TAKE(float, J * 32), *dq = skm + J * 12, *plin = dq + J * 8;
     /* 1. features, validated */
     for (int p = 0; p < B; p++) {
         const float *w = (ij >= 0 && b->in[ij] && b->in[ij][p]) ? b->in[ij][p] : r->rest_world;
@@ -311,15 +311,11 @@ static int ra_evaluate(const df_model_t *mo, const df_batch_t *b, void *scratch,
         float *out = b->out[op][p];
         if (!out) continue;
         const float *w = (ij >= 0 && b->in[ij] && b->in[ij][p]) ? b->in[ij][p] : r->rest_world;
-        for (int64_t j = 0; j < J; j++) df_m34_mul(w + j * 12, m->invbind + j * 12, skm + j * 12);
+        df__ra_skin_prepare(J, m->invbind, w, m->dqs, skm, dq, plin);
         const float *d = vnl + (size_t)p * 3 * V;
         for (int64_t v = 0; v < V; v++) {
-            float T[12] = {0};
-            for (int k = 0; k < m->k; k++) {
-                float wt = m->skin_w[v * m->k + k];
-                const float *M = skm + m->skin_j[v * m->k + k] * 12;
-                for (int e = 0; e < 12; e++) T[e] += wt * M[e];
-            }
+            float T[12];
+            df__ra_vertex_T(m->dqs, (int)m->k, m->skin_j + v * m->k, m->skin_w + v * m->k, skm, dq, plin, T);
             float x = m->rest[v * 3] + d[v * 3], y = m->rest[v * 3 + 1] + d[v * 3 + 1],
                   z = m->rest[v * 3 + 2] + d[v * 3 + 2];
             out[v * 3] = T[0] * x + T[1] * y + T[2] * z + T[3];

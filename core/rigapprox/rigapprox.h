@@ -42,6 +42,9 @@ typedef struct df_rigdata {
     char *sample_controls;     /* JSON array describing them (owned) */
     int64_t first, total;      /* samples [first, first + n) of an export of
                                   `total` written in shards (0, n: whole) */
+    int dqs;                   /* the rig skins by dual quaternions (Blender's
+                                  Preserve Volume; metadata skinning = dqs):
+                                  T_i is the DQS transform, not the LBS blend */
     df_st_t *st;               /* owned when opened from a file */
     void *owned;               /* samples concatenated from shards */
 } df_rigdata_t;
@@ -76,6 +79,18 @@ int df_rigdata_evaluate(const df_model_t *m, const df_rigdata_t *d, int64_t s, i
 void df_rigapprox_linear(int64_t nv, int64_t nj, int k, const float *invbind,
                          const int32_t *skin_j, const float *skin_w, int B,
                          const float *world, float *T);
+/* The same with dqs = 1: T_i of dual quaternion skinning (the rigid part of
+ * each skinning matrix blended as dual quaternions, signs relative to the
+ * heaviest influence; scale/shear blended linearly about each joint's bind
+ * position and applied first). */
+void df_rigapprox_linear_skin(int dqs, int64_t nv, int64_t nj, int k, const float *invbind, const int32_t *skin_j,
+                              const float *skin_w, int B, const float *world, float *T);
+/* Internal, shared with the kind: one pose's per-joint skinning (skm [J,12];
+ * dq [J,8], plin [J,12] when dqs) and one vertex's T from them. */
+void df__ra_skin_prepare(int64_t nj, const float *invbind, const float *world, int dqs, float *skm, float *dq,
+                         float *plin);
+void df__ra_vertex_T(int dqs, int k, const int32_t *sj, const float *sw, const float *skm, const float *dq,
+                     const float *plin, float T[12]);
 /* out = T (v + d) for every vertex of one pose (d may be NULL). */
 void df_rigapprox_apply(int64_t nv, const float *T, const float *rest,
                         const float *d, float *out);
@@ -130,6 +145,8 @@ typedef struct df_ramodel {
                                  + alin_b (NULL: none) */
     const float *alin_b;      /* [3A] */
     double omega;
+    int dqs;                  /* linear part by dual quaternion skinning
+                                 (metadata skinning = dqs) */
     void *arena;              /* owned copy of every array (df_ramodel_copy) */
 } df_ramodel_t;
 

@@ -313,7 +313,7 @@ int df_rigapprox_add_anchors(const char *model_path, const df_rigdata_t *d, cons
         const float *W = d->joints + s * d->nj * 12;
         if (df_ramodel_features(&m, W, d->nc ? d->controls + s * d->nc : NULL, t.X + i * t.F))
             rc = df_error_set(err, DF_EINVAL, "add-anchors: sample %lld has a singular parent joint matrix", (long long)s);
-        df_rigapprox_linear(t.V, d->nj, (int)d->k, d->invbind, d->skin_j, d->skin_w, 1, W, T);
+        df_rigapprox_linear_skin(m.dqs, t.V, d->nj, (int)d->k, d->invbind, d->skin_j, d->skin_w, 1, W, T);
         df_rigapprox_nonlinear(t.V, T, d->rest, d->positions + s * t.D, t.NL + i * t.D);
     }
     free(T);

@@ -3,6 +3,7 @@
  */
 #include "rigapprox/rigapprox.h"
 #include "base/model_internal.h"
+#include "math/mathx.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -39,6 +40,7 @@ int df_rigdata_write(const df_rigdata_t *d, const char *path, df_error_t *err)
     rc |= df_st_writer_meta(w, "control_names", cn ? cn : "[]");
     rc |= df_st_writer_meta(w, "joint_names", jn ? jn : "[]");
     rc |= df_st_writer_meta(w, "height", hb);
+    if (d->dqs) rc |= df_st_writer_meta(w, "skinning", "dqs");
     if (d->total > 0) {
         rc |= df_st_writer_meta(w, "first_sample", fb);
         rc |= df_st_writer_meta(w, "total_samples", tb);
@@ -243,6 +245,12 @@ static int open_one(const char *path, df_rigdata_t *d, df_error_t *err)
             goto fail;
         }
     }
+    const char *sk = df_st_meta(st, "skinning");
+    if (sk && strcmp(sk, "lbs") && strcmp(sk, "dqs")) {
+        rc = df_error_set(err, DF_EFORMAT, "%s: metadata skinning '%s' (lbs or dqs)", path, sk);
+        goto fail;
+    }
+    d->dqs = sk && !strcmp(sk, "dqs");
     const char *fs = df_st_meta(st, "first_sample"), *ts = df_st_meta(st, "total_samples");
     d->first = 0, d->total = d->n;
     if (fs || ts) {
@@ -327,7 +335,7 @@ int df_rigdata_open_shards(const char *const *paths, int n, df_rigdata_t *d, df_
     if (rc) opened--;
     static const char *const same_t[] = {"rest_positions", "triangles", "control_ranges", "inverse_bind_matrices",
                                          "skin_joints", "skin_weights", "joint_parents", "rest_joint_matrices"};
-    static const char *const same_m[] = {"control_names", "joint_names", "sample_controls"};
+    static const char *const same_m[] = {"control_names", "joint_names", "sample_controls", "skinning"};
     for (int i = 1; i < n && !rc; i++) {
         const char *what = NULL;
         for (size_t k = 0; k < sizeof same_t / sizeof *same_t && !what; k++)
@@ -398,6 +406,89 @@ int df_rigdata_open_shards(const char *const *paths, int n, df_rigdata_t *d, df_
     for (int i = 1; i < n; i++) df_rigdata_close(&s[i]);
     free(s), free(ord);
     return DF_OK;
+}
+
+/* Per-joint skinning of one pose: skm_j = world_j invbind_j; for DQS also
+ * the rigid part as a unit dual quaternion dq_j and the scale/shear part as
+ * an affine map plin_j applied first, about the joint's bind position c
+ * (Blender's Preserve Volume, as the rigged kind: S x = R (P (x - c) + c) +
+ * t', a rigid S giving P = I). */
+void df__ra_skin_prepare(int64_t nj, const float *invbind, const float *world, int dqs, float *skm, float *dq,
+                         float *plin)
+{
+    for (int64_t j = 0; j < nj; j++) {
+        float *s = skm + j * 12;
+        df_m34_mul(world + j * 12, invbind + j * 12, s);
+        if (!dqs) continue;
+        float L[9], R[9], P[9], q[4], t[3] = {s[3], s[7], s[11]}, dev = 0;
+        df_m34_linear(s, L);
+        for (int a = 0; a < 3; a++)
+            for (int c = 0; c < 3; c++)
+                dev = fmaxf(dev, fabsf(L[a] * L[c] + L[3 + a] * L[3 + c] + L[6 + a] * L[6 + c] - (a == c ? 1.0f : 0.0f)));
+        float *pl = plin + j * 12;
+        if (dev < 1e-5f && df_m33_det(L) > 0) {
+            df_quat_from_m33(L, q);
+            static const float id[12] = {1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0};
+            memcpy(pl, id, sizeof id);
+        } else {
+            df_m33_polar(L, R, P);
+            df_quat_from_m33(R, q);
+            float bind[12], c[3] = {0, 0, 0}, e[3];
+            if (df_m34_inverse(invbind + j * 12, bind) == 0) c[0] = bind[3], c[1] = bind[7], c[2] = bind[11];
+            for (int a = 0; a < 3; a++) e[a] = c[a] - (P[3 * a] * c[0] + P[3 * a + 1] * c[1] + P[3 * a + 2] * c[2]);
+            for (int a = 0; a < 3; a++) t[a] -= R[3 * a] * e[0] + R[3 * a + 1] * e[1] + R[3 * a + 2] * e[2];
+            float pm[12] = {P[0], P[1], P[2], e[0], P[3], P[4], P[5], e[1], P[6], P[7], P[8], e[2]};
+            memcpy(pl, pm, sizeof pm);
+        }
+        df_dq_from_qt(q, t, dq + j * 8);
+    }
+}
+
+/* T of one vertex from the prepared joints: LBS sum_k w_k skm_k, or DQS:
+ * the dual quaternions blended with signs relative to the first (heaviest)
+ * influence, normalised to [R|t], after the blended scale/shear. */
+void df__ra_vertex_T(int dqs, int k, const int32_t *sj, const float *sw, const float *skm, const float *dq,
+                     const float *plin, float T[12])
+{
+    if (!dqs) {
+        memset(T, 0, sizeof(float) * 12);
+        for (int q = 0; q < k; q++) {
+            float w = sw[q];
+            if (w == 0) continue;
+            const float *M = skm + sj[q] * 12;
+            for (int e = 0; e < 12; e++) T[e] += w * M[e];
+        }
+        return;
+    }
+    const float *d0 = dq + sj[0] * 8;
+    float bl[8] = {0}, Pb[12] = {0}, Rt[12];
+    for (int q = 0; q < k; q++) {
+        const float *dk = dq + sj[q] * 8, *pk = plin + sj[q] * 12;
+        float w = sw[q];
+        for (int e = 0; e < 12; e++) Pb[e] += w * pk[e];
+        if (d0[0] * dk[0] + d0[1] * dk[1] + d0[2] * dk[2] + d0[3] * dk[3] < 0) w = -w;
+        for (int e = 0; e < 8; e++) bl[e] += w * dk[e];
+    }
+    df_dq_to_m34(bl, Rt);
+    df_m34_mul(Rt, Pb, T);
+}
+
+void df_rigapprox_linear_skin(int dqs, int64_t nv, int64_t nj, int k, const float *invbind, const int32_t *skin_j,
+                              const float *skin_w, int B, const float *world, float *T)
+{
+    if (!dqs) {
+        df_rigapprox_linear(nv, nj, k, invbind, skin_j, skin_w, B, world, T);
+        return;
+    }
+    float *skm = malloc(sizeof(float) * nj * 32);
+    DF_ASSERT(skm);
+    float *dq = skm + nj * 12, *plin = dq + nj * 8;
+    for (int b = 0; b < B; b++) {
+        df__ra_skin_prepare(nj, invbind, world + (size_t)b * nj * 12, 1, skm, dq, plin);
+        for (int64_t v = 0; v < nv; v++)
+            df__ra_vertex_T(1, k, skin_j + v * k, skin_w + v * k, skm, dq, plin, T + ((size_t)b * nv + v) * 12);
+    }
+    free(skm);
 }
 
 void df_rigapprox_linear(int64_t nv, int64_t nj, int k, const float *invbind,

@@ -105,6 +105,7 @@ int df_ramodel_write(const df_ramodel_t *m, const char *path, df_error_t *err)
     rc |= df_st_writer_meta(w, "joint_names", jn ? jn : "[]");
     snprintf(buf, sizeof buf, "%.17g", m->omega);
     rc |= df_st_writer_meta(w, "omega", buf);
+    if (m->dqs) rc |= df_st_writer_meta(w, "skinning", "dqs");
     free(cn), free(jn);
     rc |= df_st_writer_add(w, "rest_positions", DF_DT_F32, 2, s_v3, m->rest);
     rc |= df_st_writer_add(w, "triangles", DF_DT_I32, 2, s_t3, m->tris);
@@ -233,6 +234,10 @@ int df_ramodel_read(const df_st_t *st, df_ramodel_t *m, df_error_t *err)
         return df_error_set(err, DF_EFORMAT, "rigapprox: metadata 'variant' is '%s' (ours, local, pcalr, lbs)",
                             var ? var : "(missing)");
     int64_t a3[2] = {-1, 3}, a12[2] = {-1, 12};
+    const char *sk = df_st_meta(st, "skinning");
+    if (sk && strcmp(sk, "lbs") && strcmp(sk, "dqs"))
+        return df_error_set(err, DF_EFORMAT, "rigapprox: metadata 'skinning' is '%s' (lbs, dqs)", sk);
+    m->dqs = sk && !strcmp(sk, "dqs");
     if ((rc = df_st_require(st, "rest_positions", DF_DT_F32, 2, a3, 0, &t, err))) return rc;
     m->nv = t->shape[0], m->rest = t->data;
     if ((rc = df_st_require(st, "triangles", DF_DT_I32, 2, a3, 0, &t, err))) return rc;

@@ -217,7 +217,7 @@ static int prepare_data(tr_t *t, df_error_t *err)
         if (t->o->world_features) memcpy(t->X + i * F, d->joints + s * J * 12, sizeof(float) * J * 12);
         else df_rigapprox_local(J, t->par, d->joints + s * J * 12, t->X + i * F);
         if (C) memcpy(t->X + i * F + J * 12, d->controls + s * C, sizeof(float) * C);
-        df_rigapprox_linear(V, J, (int)d->k, d->invbind, d->skin_j, d->skin_w, 1, d->joints + s * J * 12, T);
+        df_rigapprox_linear_skin(d->dqs, V, J, (int)d->k, d->invbind, d->skin_j, d->skin_w, 1, d->joints + s * J * 12, T);
         if (df_rigapprox_nonlinear(V, T, d->rest, d->positions + s * D, t->NL + i * D)) bad++;
     }
     free(T);
@@ -1394,6 +1394,7 @@ static int export_model(tr_t *t, const char *path, df_error_t *err)
     m.net = t->net_best;
     m.lin = t->lin, m.lin_b = t->lin_b;
     m.alin = t->alin, m.alin_b = t->alin_b;
+    m.dqs = d->dqs;
     m.P = t->P, m.basis = t->Uw, m.basis_mean = t->mu;
     m.omega = t->o->omega;
     if (m.variant == DF_RA_OURS) {

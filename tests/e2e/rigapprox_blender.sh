@@ -16,6 +16,8 @@
 #     weights) is bulge x the shape key at the top, non-zero around the smoothed bend, and 0 (LBS
 #     exactly) elsewhere; with the key and the modifier muted it is 0 everywhere (conventions);
 #   - influence: the bulge row is where the key is; --actions writes the action's frames;
+#   - with Preserve Volume on, the dataset is marked dqs and our DQS linear part alone reproduces
+#     Blender (0.001 % of the height);
 #   - --jobs 2 writes two shards equal to one run, `deform train` reads them together (the same
 #     model file as from the single run) and refuses one shard alone.
 #  The demonstration rig (tools/blender/demo_rig.py on Testwuson): the hierarchy written equals the
@@ -108,6 +110,8 @@ bpy.ops.wm.save_as_mainfile(filepath=out + ".blend")
 cs.show_viewport = False
 mesh.data.shape_keys.key_blocks["Bulge"].mute = True
 bpy.ops.wm.save_as_mainfile(filepath=out + "_lbs.blend")
+mesh.modifiers["Armature"].use_deform_preserve_volume = True
+bpy.ops.wm.save_as_mainfile(filepath=out + "_dqs.blend")
 EOF
 
 cat >"$T/check.py" <<'EOF'
@@ -266,6 +270,14 @@ COMMON=(--samples 40 --influence-poses 4 --seed 3 --ranges "$T/ranges.json")
     || { tail -20 "$T/e3.log"; fail rab-export-lbs; }
 "${BL[@]}" "${EXP[@]}" --in "$T/tube.blend" --out "$T/act.st" --actions --ranges "$T/ranges.json" >"$T/e4.log" 2>&1 \
     || { tail -20 "$T/e4.log"; fail rab-export-actions; }
+"${BL[@]}" "${EXP[@]}" --in "$T/tube_dqs.blend" --out "$T/dqs.st" --samples 12 --influence-poses 0 >"$T/e7.log" 2>&1 \
+    || { tail -20 "$T/e7.log"; fail rab-export-dqs; }
+# Preserve Volume: the dataset says dqs, and our DQS linear part alone (the lbs variant: v_nl = 0)
+# reproduces Blender's deformation
+"$BIN/deform" train "$T/dqs.st" --out "$T/repo/dqs" --variant lbs --quiet >"$T/t4.log" 2>&1 || cat "$T/t4.log"
+dqs_max=$("$BIN/deform" train --evaluate "$T/repo/dqs" "$T/dqs.st" 2>&1 | awk '/^mean/{gsub(/[()%]/,""); print $6}')
+awk -v m="$dqs_max" 'BEGIN{exit !(m != "" && m <= 0.001)}' && head -c 20000 "$T/dqs.st" | grep -aq '"skinning": *"dqs"' \
+    && ok rab-dqs-equals-blender || fail rab-dqs-equals-blender "max error $dqs_max % of height (want <= 0.001 %)"
 "$PY" "$T/check.py" tube "$T"
 "$BIN/deform" train "$T/full.st" --out "$T/repo/one" --variant pcalr --quiet >"$T/t1.log" 2>&1
 "$BIN/deform" train "$T/sh-2of2.st" "$T/sh-1of2.st" --out "$T/repo/two" --variant pcalr --quiet >"$T/t2.log" 2>&1

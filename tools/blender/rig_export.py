@@ -330,7 +330,12 @@ def rig_static(arm, meshes, hierarchy="armature"):
                 skin_w[i, k], skin_j[i, k] = x, j
             skin_j[i, len(w):] = w[0][1]
             i += 1
-    return {"joints": joints, "parents": np.array(parents, dtype=np.int32), "rest_frames": rest_frames,
+    pv = {any(m.use_deform_preserve_volume for m in x.modifiers if m.type == "ARMATURE" and m.object == arm and
+              m.show_viewport) for x in meshes if x.parent_type != "BONE" or any(m.type == "ARMATURE" for m in x.modifiers)}
+    if len(pv) > 1:
+        die("the meshes of %s mix Preserve Volume (dual quaternion) and linear skinning: export them separately "
+            "(--mesh)" % arm.name)
+    return {"dqs": pv == {True}, "joints": joints, "parents": np.array(parents, dtype=np.int32), "rest_frames": rest_frames,
             "invbind": invbind, "rest": rest, "tris": tris, "skin_j": skin_j, "skin_w": skin_w,
             "offsets": offs, "nverts": [len(x.data.vertices) for x in meshes]}
 
@@ -847,12 +852,62 @@ class Rig:
 
     def vnl(self, W, P):
         S = W @ self.invbind
-        T = np.einsum("vk,vkab->vab", self.st["skin_w"].astype(np.float64), S[self.st["skin_j"]])
+        if self.st["dqs"]:
+            T = dqs_T(S, self.st["skin_j"], self.st["skin_w"], self.invbind)
+        else:
+            T = np.einsum("vk,vkab->vab", self.st["skin_w"].astype(np.float64), S[self.st["skin_j"]])
         d = (P - T[:, :3, 3])[..., None]
         try:
             return np.linalg.solve(T[:, :3, :3], d)[..., 0] - self.st["rest"]
         except np.linalg.LinAlgError:
             return np.zeros_like(P)
+
+
+def dqs_T(S, sj, sw, invbind):
+    """Per-vertex transforms of dual quaternion skinning (as core/rigapprox: rigid parts blended
+    as dual quaternions, signs relative to the heaviest influence; scale / shear about each
+    joint's bind position blended linearly and applied first). S [J,4,4] -> [V,4,4]."""
+    J = len(S)
+    dq, plin = np.zeros((J, 8)), np.zeros((J, 4, 4))
+    for j in range(J):
+        L = S[j, :3, :3]
+        U, s, Vt = np.linalg.svd(L)
+        R = U @ Vt
+        if np.linalg.det(R) < 0:
+            R, P = np.eye(3), L
+        else:
+            P = R.T @ L
+        c = np.linalg.inv(invbind[j])[:3, 3]
+        e = c - P @ c
+        t = S[j, :3, 3] - R @ e
+        plin[j, :3, :3], plin[j, :3, 3], plin[j, 3, 3] = P, e, 1
+        q = Matrix(R.tolist()).to_quaternion()
+        qr = np.array([q.x, q.y, q.z, q.w])
+        tq = np.array([t[0], t[1], t[2], 0.0])
+        # dual part 0.5 * (t, 0) * q  (x, y, z, w layout)
+        w1, v1 = tq[3], tq[:3]
+        w2, v2 = qr[3], qr[:3]
+        dq[j, :4] = qr
+        dq[j, 4:7] = 0.5 * (w1 * v2 + w2 * v1 + np.cross(v1, v2))
+        dq[j, 7] = 0.5 * (w1 * w2 - v1 @ v2)
+    d = dq[sj]  # [V,K,8]
+    sgn = np.where((d[:, :, :4] * d[:, :1, :4]).sum(-1) < 0, -1.0, 1.0)
+    b = ((sw * sgn)[..., None] * d).sum(1)
+    Pb = (sw[..., None, None] * plin[sj]).sum(1)
+    r, du = b[:, :4], b[:, 4:]
+    n2 = (r * r).sum(1)
+    x, y, z, w = r.T
+    T = np.zeros((len(b), 4, 4))
+    T[:, 0, 0], T[:, 0, 1], T[:, 0, 2] = n2 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)
+    T[:, 1, 0], T[:, 1, 1], T[:, 1, 2] = 2 * (x * y + z * w), n2 - 2 * (x * x + z * z), 2 * (y * z - x * w)
+    T[:, 2, 0], T[:, 2, 1], T[:, 2, 2] = 2 * (x * z - y * w), 2 * (y * z + x * w), n2 - 2 * (x * x + y * y)
+    T[:, :3, :3] /= n2[:, None, None]
+    dx, dy, dz, dw = du.T
+    T[:, 0, 3] = 2 * (w * dx - dw * x + y * dz - z * dy) / n2
+    T[:, 1, 3] = 2 * (w * dy - dw * y + z * dx - x * dz) / n2
+    T[:, 2, 3] = 2 * (w * dz - dw * z + x * dy - y * dx) / n2
+    T[:, 3, 3] = 1
+    return T @ Pb
 
 
 def find_id(idtype, name):
@@ -1140,6 +1195,7 @@ def main():
     if infl is not None:
         tensors["influence"] = infl
     meta = {"kind": "rigdata", "format_version": "2", "control_names": json.dumps(cn),
+            "skinning": "dqs" if st["dqs"] else "lbs",
             "joint_names": json.dumps(st["joints"]), "height": "%.9g" % height,
             "producer": "%s (blender %s) %s" % (ME, bpy.app.version_string, os.path.basename(o["in"])),
             "sample_controls": json.dumps([{x: c[x] for x in ("name", "lo", "hi", "default", "source", "input")}

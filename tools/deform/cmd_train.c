@@ -310,7 +310,7 @@ static int breakdown(const char *model_file, const char *data)
     double err[6] = {0}, mx[6] = {0};
     for (int64_t s = 0; s < d.n; s++) {
         const float *W = d.joints + s * d.nj * 12, *C = d.nc ? d.controls + s * d.nc : NULL, *gt = d.positions + s * D;
-        df_rigapprox_linear(V, d.nj, (int)d.k, d.invbind, d.skin_j, d.skin_w, 1, W, T);
+        df_rigapprox_linear_skin(m.dqs, V, d.nj, (int)d.k, d.invbind, d.skin_j, d.skin_w, 1, W, T);
         df_rigapprox_nonlinear(V, T, d.rest, gt, nl);
         df_lap_apply(lap, 3, nl, dt);
         for (int64_t a = 0; a < A; a++)

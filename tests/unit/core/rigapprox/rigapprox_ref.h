@@ -23,7 +23,12 @@
  *             coordinate by Gaussian elimination with partial pivoting, L =
  *             D - Adj the uniform Laplacian of the triangles' edges, S the
  *             anchor rows, w = omega;
- *   out_i     = sum_k w_ik world_k invbind_k (rest_i + v_nl,i).
+ *   out_i     = sum_k w_ik world_k invbind_k (rest_i + v_nl,i); with
+ *             metadata skinning = dqs the transforms world_k invbind_k
+ *             (rigid: a non-rigid one is refused) become unit quaternions
+ *             q_k (Shepperd) and translations t_k, blended as dual
+ *             quaternions (q, t q / 2) with weights negated where
+ *             q_k . q_first < 0, normalised, applied to rest_i + v_nl,i.
  * Dense on purpose (V of a few hundred at most). No seam welding: a mesh
  * with two vertices at one rest position is refused (the tiny reference
  * rig never has one). Ownership: raref_t borrows every array from the open
@@ -46,6 +51,7 @@ typedef struct raref {
     double omega; /* the file's */
     const float *rest, *invbind, *skin_w, *fmean, *fscale, *basis, *bmean;
     const float *lin, *lin_b; /* the linear path [P,F], [P], or NULL */
+    int dqs;                  /* metadata skinning = dqs */
     const float *alin, *alin_b; /* the anchors' linear path [3A,F], [3A], or NULL */
     const int32_t *skin_j, *parents, *anchors, *anc_off, *anc_idx;
     double *L, *LtL; /* [V,V] each, owned */
@@ -127,6 +133,8 @@ static inline int raref_open(const df_st_t *st, raref_t *r, df_error_t *err)
     if (!var || strcmp(var, "ours"))
         return df_error_set(err, DF_EINVAL, "raref: variant '%s', only 'ours' is modelled", var ? var : "");
     r->omega = om ? strtod(om, NULL) : 0;
+    const char *sk = df_st_meta(st, "skinning");
+    r->dqs = sk && !strcmp(sk, "dqs");
     if (!(r->omega > 0)) return df_error_set(err, DF_EFORMAT, "raref: metadata omega '%s'", om ? om : "");
     const df_tensor_t *t;
     int64_t a3[2] = {-1, 3}, a12[2] = {-1, 12}, any[1] = {-1}, s2[2], s1[1];
@@ -349,8 +357,60 @@ static inline int raref_eval(const raref_t *r, const float *world, const float *
         if (raref_dense_solve(V, M, y)) rc = df_error_set(err, DF_EINVAL, "raref: the normal equations are singular");
         for (int i = 0; !rc && i < V; i++) vnl[i * 3 + c] = y[i];
     }
+    /* DQS linear part (rigid transforms only) */
+    for (int v = 0; !rc && r->dqs && v < V; v++) {
+        double q[3], bl[8] = {0}, q0[4] = {0};
+        for (int c = 0; c < 3; c++) q[c] = r->rest[v * 3 + c] + vnl[v * 3 + c];
+        for (int k = 0; k < r->K; k++) {
+            int j = r->skin_j[v * r->K + k];
+            const float *I = r->invbind + j * 12, *Mw = world + j * 12;
+            double S[12], qk[4], tr;
+            for (int a = 0; a < 3; a++)
+                for (int b = 0; b < 4; b++)
+                    S[a * 4 + b] = Mw[a * 4] * I[b] + Mw[a * 4 + 1] * I[4 + b] + Mw[a * 4 + 2] * I[8 + b] + (b == 3 ? Mw[a * 4 + 3] : 0);
+            for (int a = 0; a < 3; a++) /* rigid? */
+                for (int b = 0; b < 3; b++) {
+                    double d = S[a] * S[b] + S[4 + a] * S[4 + b] + S[8 + a] * S[8 + b] - (a == b);
+                    if (fabs(d) > 1e-4) rc = df_error_set(err, DF_EINVAL, "raref: joint %d is not rigid (dqs)", j);
+                }
+            tr = S[0] + S[5] + S[10];
+            if (tr > 0) { /* Shepperd: (x, y, z, w) */
+                double s = 2 * sqrt(tr + 1);
+                qk[3] = s / 4, qk[0] = (S[9] - S[6]) / s, qk[1] = (S[2] - S[8]) / s, qk[2] = (S[4] - S[1]) / s;
+            } else if (S[0] > S[5] && S[0] > S[10]) {
+                double s = 2 * sqrt(1 + S[0] - S[5] - S[10]);
+                qk[3] = (S[9] - S[6]) / s, qk[0] = s / 4, qk[1] = (S[1] + S[4]) / s, qk[2] = (S[2] + S[8]) / s;
+            } else if (S[5] > S[10]) {
+                double s = 2 * sqrt(1 + S[5] - S[0] - S[10]);
+                qk[3] = (S[2] - S[8]) / s, qk[0] = (S[1] + S[4]) / s, qk[1] = s / 4, qk[2] = (S[6] + S[9]) / s;
+            } else {
+                double s = 2 * sqrt(1 + S[10] - S[0] - S[5]);
+                qk[3] = (S[4] - S[1]) / s, qk[0] = (S[2] + S[8]) / s, qk[1] = (S[6] + S[9]) / s, qk[2] = s / 4;
+            }
+            if (k == 0) memcpy(q0, qk, sizeof q0);
+            double wt = r->skin_w[v * r->K + k];
+            if (q0[0] * qk[0] + q0[1] * qk[1] + q0[2] * qk[2] + q0[3] * qk[3] < 0) wt = -wt;
+            double t[3] = {S[3], S[7], S[11]}, de[4]; /* (t, 0) q / 2 */
+            de[0] = 0.5 * (t[0] * qk[3] + t[1] * qk[2] - t[2] * qk[1]);
+            de[1] = 0.5 * (t[1] * qk[3] + t[2] * qk[0] - t[0] * qk[2]);
+            de[2] = 0.5 * (t[2] * qk[3] + t[0] * qk[1] - t[1] * qk[0]);
+            de[3] = -0.5 * (t[0] * qk[0] + t[1] * qk[1] + t[2] * qk[2]);
+            for (int e = 0; e < 4; e++) bl[e] += wt * qk[e], bl[4 + e] += wt * de[e];
+        }
+        double n = sqrt(bl[0] * bl[0] + bl[1] * bl[1] + bl[2] * bl[2] + bl[3] * bl[3]);
+        for (int e = 0; e < 8; e++) bl[e] /= n;
+        double x = bl[0], y = bl[1], z = bl[2], w = bl[3];
+        double R[9] = {1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w),
+                       2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w),
+                       2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)};
+        /* t = 2 d conj(r) */
+        double dx = bl[4], dy = bl[5], dz = bl[6], dw = bl[7];
+        double t[3] = {2 * (w * dx - dw * x + y * dz - z * dy), 2 * (w * dy - dw * y + z * dx - x * dz),
+                       2 * (w * dz - dw * z + x * dy - y * dx)};
+        for (int c = 0; c < 3; c++) out[v * 3 + c] = R[c * 3] * q[0] + R[c * 3 + 1] * q[1] + R[c * 3 + 2] * q[2] + t[c];
+    }
     /* linear part: sum_k w_ik world_k invbind_k (rest_i + v_nl,i) */
-    for (int v = 0; !rc && v < V; v++) {
+    for (int v = 0; !rc && !r->dqs && v < V; v++) {
         double p[3] = {0, 0, 0}, q[3];
         for (int c = 0; c < 3; c++) q[c] = r->rest[v * 3 + c] + vnl[v * 3 + c];
         for (int k = 0; k < r->K; k++) {
