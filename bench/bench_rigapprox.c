@@ -206,6 +206,9 @@ int main(int argc, char **argv)
     double wbytes = 0;
     if (m.net) wbytes += 4.0 * df_mlp_n_params(m.net);
     for (int64_t a = 0; a < m.na; a++) wbytes += 4.0 * df_mlp_n_params(m.anc_nets[a]);
+    /* the linear paths beside the networks: lin [P,F] + bias, alin [3A,F] + bias */
+    double lin_bytes = (m.lin ? 4.0 * m.P * (m.nf + 1) : 0) + (m.alin ? 4.0 * 3 * m.na * (m.nf + 1) : 0);
+    wbytes += lin_bytes;
     double net_bytes = wbytes, diff_bytes = m.net ? 4.0 * df_mlp_n_params(m.net) : 0;
     if (m.variant == DF_RA_OURS) /* folded G [3V,P], H [V,A], g0 [3V] */
         wbytes += 4.0 * (3.0 * V * m.P + (double)V * m.na + 3.0 * V);
@@ -266,9 +269,9 @@ int main(int argc, char **argv)
         printf("  %5d  %8.0f  %8.0f   %.2fx\n", Bs[i], ps[0][i], ps[1][i], ps[0][i] / ps[1][i]);
     double floor_ps = bw * 1e9 / wbytes;
     printf("\nbatch-1 weight-streaming floor (1 thread; batch 1 and bandwidths best of 5 alternating rounds)\n"
-           "  bytes of weights per pose: %.2f MB = differential net %.2f + anchor nets %.2f + G %.2f + H %.2f + g0 %.3f\n"
+           "  bytes of weights per pose: %.2f MB = differential net %.2f + anchor nets %.2f + linear paths %.2f + G %.2f + H %.2f + g0 %.3f\n"
            "  not counted (not weights): rest, skin, inverse binds, feature scaling, output: %.3f MB\n",
-           wbytes / 1e6, diff_bytes / 1e6, (net_bytes - diff_bytes) / 1e6, 12.0 * V * m.P / 1e6,
+           wbytes / 1e6, diff_bytes / 1e6, (net_bytes - diff_bytes - lin_bytes) / 1e6, lin_bytes / 1e6, 12.0 * V * m.P / 1e6,
            m.variant == DF_RA_OURS ? 4.0 * V * m.na / 1e6 : 0.0, 12.0 * V / 1e6, other_bytes / 1e6);
     printf("  triad (the definition) %5.1f GB/s: floor %6.0f poses/s; ours (dense) %.0f poses/s = %.2fx the floor time\n",
            bw, floor_ps, ps[0][0], floor_ps / ps[0][0]);
