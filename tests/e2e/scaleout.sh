@@ -2,7 +2,7 @@
 # tests/e2e/scaleout.sh — three deformd daemons behind the nginx router of
 # deploy/nginx (Debian's nginx, stream module and njs), all on 127.0.0.1, on
 # free ports picked now; nginx runs with its own prefix and temp directories
-# under the test's temporary directory. Bounded: about 30 s.
+# under the test's temporary directory. Bounded: about 35 s.
 #
 # The router's configuration is deploy/nginx/nginx.conf with only its site
 # lines replaced (daemon addresses, listen ports, pid and log paths: each
@@ -17,9 +17,9 @@
 #    repository API refused (403), deploy/deformd-fanout unloads and loads a
 #    model on every daemon (each daemon's index checked);
 #  - reference: every request of the run asked of daemon 0 directly;
-#  - 64 clients (deformd_client: 32 HTTP, 32 socket) for 15 s through the
+#  - 64 clients (deformd_client: 32 HTTP, 32 socket) for 17 s through the
 #    router; daemon 1 is killed (SIGKILL) at 4 s and restarted on its ports at
-#    7 s; daemon 2 gets SIGTERM (drain) at 12 s;
+#    7 s; daemon 2 gets SIGTERM (drain) 6.5 s after daemon 1 is ready again;
 #  - analysis (scaleout_load.py analyze) from nginx's access logs: each
 #    character on one daemon, share per daemon, characters moved when daemon 1
 #    died (exactly its share), time until it served again, failed requests
@@ -188,7 +188,7 @@ sleep 0.2
 EV=$T/events
 echo "start $(now)" >"$EV"
 "$PY" tests/e2e/scaleout_load.py run --http "$RHTTP" --sock "$RSOCK" --refs "$T/refs.npz" \
-    --seconds 15 --out "$T/res.json" >"$T/load.log" 2>&1 &
+    --seconds 17 --out "$T/res.json" >"$T/load.log" 2>&1 &
 LPID=$!
 PIDS[3]=$LPID
 sleep 4
@@ -199,7 +199,7 @@ sleep 3
 echo "restart $(now)" >>"$EV"
 start_d 1
 wait_ready 1 && echo "ready $(now)" >>"$EV" || echo "ready $(now)" >>"$EV"
-sleep 4.5
+sleep 6.5
 echo "term $(now)" >>"$EV"
 kill -TERM "${PIDS[2]}"
 wait "$LPID"; lrc=$?
