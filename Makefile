@@ -117,7 +117,10 @@ SERVER_LIB_OBJ := $(filter-out $(B)/obj/server/main.o,$(SERVER_OBJ))
 TOOL_LIB_OBJ   := $(filter-out $(B)/obj/tools/deform/main.o,$(TOOL_OBJ))
 $(B)/tests/%: tests/unit/%.c $(TESTLIB_OBJ) $(SERVER_LIB_OBJ) $(TOOL_LIB_OBJ) $(CLIENT_OBJ) $(LIBPROTO) $(LIBCORE)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -Itests/lib -Iserver -Itools/deform $(ALLCFLAGS) -o $@ $< $(TESTLIB_OBJ) $(SERVER_LIB_OBJ) $(TOOL_LIB_OBJ) $(CLIENT_OBJ) $(LIBPROTO) -Wl,--whole-archive $(LIBCORE) -Wl,--no-whole-archive $(LDLIBS_ALL)
+	$(CC) $(CPPFLAGS) -Itests/lib -Iserver -Itools/deform $(ALLCFLAGS) -o $@ $< $(TESTLIB_OBJ) $(SERVER_LIB_OBJ) $(TOOL_LIB_OBJ) $(CLIENT_OBJ) $(LIBPROTO) -Wl,--whole-archive $(LIBCORE) -Wl,--no-whole-archive $(LDLIBS_ALL) $(TEST_LDFLAGS)
+# allocation-failure injection: the statically linked objects' allocation calls go through the test's wrappers
+$(B)/tests/core/base/test_allocfail: TEST_LDFLAGS = -ldl \
+	-Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=posix_memalign,--wrap=aligned_alloc,--wrap=strdup,--wrap=free
 
 $(B)/bench/%: bench/%.c $(SERVER_LIB_OBJ) $(CLIENT_OBJ) $(LIBPROTO) $(LIBCORE)
 	@mkdir -p $(dir $@)
