@@ -17,6 +17,18 @@
 #   ict_to_t1  a `retarget` model: the same 55 source controls (or 68 landmark
 #              markers) drive target T1, another identity with its own 25
 #              shapes, through the cloning matrix (docs/retarget.md).
+#   shirt      the committed fitted garment model (tests/data/garment/
+#              shirt.safetensors, made by tools/garment from assimp's
+#              BLEND/HUMAN.blend and BVH/01_01.bvh; docs/garment.md): a `garment`
+#              model (shape input, joint_rotations, the body's clip 01_01) whose
+#              answers carry the garment and the body it is on;
+#   body       the same file's body as a `rigged` model with a `shape` input (its
+#              top-level tensors, the garment's dropped): the triangles the viewer
+#              draws the garment model's body_positions with, and the bare body.
+#              Both are turned from the tools' Z-up to the served Y-up (x, y, z) ->
+#              (x, z, -y): positions, directions, joint frames, clip and example
+#              rotations (q -> R q R^-1) and the garment's per-axis DOF weights,
+#              so the served shirt is the committed one rotated, exactly.
 # Each asset goes through `bin/deform import`; this script then adds the
 # "characters" section to REPO/<model>/config.json (format: core/df.h,
 # df_repo_read_config; docs/model-format.md).
@@ -44,8 +56,10 @@ for f in "$BIN/deform" "$WUSON" "$MORPH"; do
 done
 
 ICT=$ROOT/tests/data/ict
+SHIRT=$ROOT/tests/data/garment/shirt.safetensors
+[ -f "$SHIRT" ] || { echo "make_demo: missing $SHIRT" >&2; exit 1; }
 stamp=$(cat "$BIN/deform" "$0" "$WUSON" "$MORPH" "${MORPH%.gltf}.bin" "$ICT"/* \
-    "$ROOT/tools/retarget/make_data.py" | sha256sum | cut -c1-64)
+    "$ROOT/tools/retarget/make_data.py" "$SHIRT" "$ROOT/tools/garment/stfile.py" | sha256sum | cut -c1-64)
 if [ -f "$REPO/.demo-stamp" ] && [ "$(cat "$REPO/.demo-stamp")" = "$stamp" ]; then
     echo "make_demo: $REPO is up to date"
     exit 0
@@ -69,6 +83,58 @@ echo '{"kind": "rigged"}' >"$TMP/ict_face/config.json"
     --repository "$TMP" --name ict_to_t1 --map clone --poses "$ICT/clone_source.npy" \
     "$ICT/clone_target.npy" --markers "$ICTW/landmarks68.txt"
 rm -rf "$ICTW"
+# the garment and its body, Y-up (see the header)
+"$PY" - "$SHIRT" "$TMP" "$ROOT/tools/garment" <<'EOF'
+import json, os, sys
+import numpy as np
+src, repo = sys.argv[1], sys.argv[2]
+sys.path.insert(0, sys.argv[3])
+import stfile
+T, meta = stfile.read(src)
+if meta.get("kind") != "garment":
+    sys.exit("make_demo: %s is not a garment model (kind %r)" % (src, meta.get("kind")))
+R = np.array([[1, 0, 0], [0, 0, 1], [0, -1, 0]], np.float64)  # Z-up -> Y-up, det +1
+R4 = np.eye(4); R4[:3, :3] = R
+
+def vec(a):   # [..., 3] positions and directions
+    return (np.asarray(a, np.float64) @ R.T).astype(np.float32)
+
+def quat(a):  # [..., 4] x,y,z,w: R q R^-1 turns the axis
+    a = np.asarray(a, np.float32)
+    return np.concatenate([vec(a[..., :3]), a[..., 3:]], axis=-1)
+
+out = {}
+for k, a in T.items():
+    if k in ("positions", "normals", "shape_deltas", "shape_normal_deltas", "joint_rest_translations",
+             "joint_rest_translation_shapedirs", "garment/positions", "garment/anchor_base",
+             "garment/pose_examples", "garment/anchor_basis"):
+        a = vec(a)
+    elif k in ("joint_rest_rotations", "garment/anchor_rotations", "garment/pose_rotations") \
+            or (k.startswith("clip/") and k.endswith("/rotations")):
+        a = quat(a)
+    elif k == "joint_rest_scales":
+        a = np.ascontiguousarray(a[:, [0, 2, 1]])
+    elif k == "inverse_bind_matrices":
+        a = (R4 @ a.astype(np.float64) @ R4.T).astype(np.float32)
+    elif k == "garment/dof_weights":  # weights of |r_x|, |r_y|, |r_z| per joint -> x, z, y
+        J = a.shape[1] // 3
+        a = np.ascontiguousarray(a.reshape(a.shape[0], J, 3)[:, :, [0, 2, 1]].reshape(a.shape))
+    elif k.startswith("clip/") and not k.endswith("/times"):
+        sys.exit("make_demo: %s: clip tensor %s not handled" % (src, k))
+    out[k] = a
+for name, kind, tensors, md in (
+        ("shirt", "garment", out, meta),
+        ("body", "rigged", {k: v for k, v in out.items() if not k.startswith("garment/")},
+         dict({k: v for k, v in meta.items() if not k.startswith("garment_")}, kind="rigged"))):
+    os.makedirs(os.path.join(repo, name, "1"))
+    stfile.write(os.path.join(repo, name, "1", "model.safetensors"), tensors, md)
+    with open(os.path.join(repo, name, "config.json"), "w") as f:
+        json.dump({"kind": kind}, f)
+        f.write("\n")
+print("make_demo: shirt (garment, %d vertices on a %d-vertex body), body (rigged, %d shapes), "
+      "clips %s, Y-up" % (len(out["garment/positions"]), len(out["positions"]),
+                          len(out["shape_deltas"]), meta.get("clips")))
+EOF
 
 # Characters. The number of morph targets comes from the model file itself
 # (safetensors header: 8-byte little-endian length, then JSON).

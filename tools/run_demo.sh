@@ -64,6 +64,8 @@ cat <<EOF
 
 $("$BIN/deformd" --version 2>/dev/null | head -1) is serving the demo repository $REPO
   HTTP (KServe v2):  $URL          viewer: $URL/viewer/
+  in the viewer:     $URL/viewer/?character=shirt      (a body wearing a shirt: shape sliders, clip 01_01)
+                     $URL/viewer/?character=ict_to_t1  (a face retargeted: source and target side by side)
   binary socket:     $HOST:$SOCK   (docs/protocol.md; bin/deformctl, clients/python)
   characters:        $(curl -s "$URL/v2/repository/index" | "$PY" -c 'import json,sys
 print("; ".join("%s (model %s)" % (", ".join(m.get("characters") or [m["name"]]), m["name"])

@@ -1,8 +1,15 @@
 // scene.js — the viewer's 3D view: renderer, lights, ground grid and camera.
 //
 // DESIGN
-// One View draws one mesh whose vertex positions the daemon computes (the
-// page copies them in, viewer.js); this module only decides how it looks.
+// One View draws the meshes of what is shown — one for a plain character,
+// two for a body wearing a garment (drawn in place, overlapping) or for a
+// retarget source beside its target (laid out in a row along x, each part
+// shifted by a fixed offset from its rest box, a gap of GAP of the widest
+// between them) — whose vertex positions the daemon computes (the page
+// copies them in, viewer.js); this module only decides how they look. Part k
+// is drawn in COLORS.parts[k]: the first in warm clay, the second in a cool
+// blue, so the two are told apart on screen and in the e2e test's
+// screenshots.
 // Models are served Y-up (deform import --up converts, docs/own-character.md);
 // the mesh hangs under a root group that turns another up axis (setUp, the
 // page's ?up= override) to +Y, so the camera, the orbit controls and the
@@ -28,12 +35,15 @@
 import * as THREE from 'three';
 import { OrbitControls } from './vendor/OrbitControls.js';
 
-// The mesh is a warm clay colour on a neutral background: the e2e test finds
-// the mesh in screenshots by its warmth (red well above blue), so the
-// background, grid and shadow must stay neutral or cool.
+// The first mesh is a warm clay colour, the second a clear blue, on a
+// neutral background: the e2e test finds the first mesh in screenshots by its
+// warmth (red well above blue) and the second by its blueness (blue well
+// above red), so the background, grid and shadow must stay neutral (their
+// blue exceeds their red by less than 25).
 export const COLORS = {
   background: 0x23282f,
   mesh: 0xd49a60,
+  parts: [0xd49a60, 0x3f7fe0],
   grid: 0x3a414b, // every cell
   gridMajor: 0x56606d, // every GRID_MAJOR cells
 };
@@ -44,6 +54,7 @@ const FOV = 35;
 const MAX_FIT_POINTS = 4096;
 const GRID_MAJOR = 5;
 const GRID_RADIUS = 40; // cells; the grid fades out towards it
+const GAP = 0.15; // between parts laid out in a row, a fraction of the widest part
 
 // The ground grid: one large quad whose fragment shader draws anti-aliased
 // lines every cell and every GRID_MAJOR cells from its world x/z (a quad is
@@ -130,11 +141,12 @@ export class View {
 
     this.root = new THREE.Group(); // turns the model's up axis to +Y
     this.scene.add(this.root);
-    this.material = new THREE.MeshStandardMaterial({
-      color: COLORS.mesh, roughness: 0.62, metalness: 0.0, side: THREE.DoubleSide,
-    });
-    this.pointMaterial = new THREE.PointsMaterial({ color: COLORS.mesh, size: 3, sizeAttenuation: false });
-    this.mesh = null;
+    this.materials = COLORS.parts.map((color) => new THREE.MeshStandardMaterial({
+      color, roughness: 0.62, metalness: 0.0, side: THREE.DoubleSide,
+    }));
+    this.pointMaterials = COLORS.parts.map((color) => new THREE.PointsMaterial({ color, size: 3, sizeAttenuation: false }));
+    this.meshes = [];
+    this.layout = 'overlay';
 
     // the grid's colours are given as the sRGB values shown (the shader
     // writes them as they are)
@@ -208,41 +220,71 @@ export class View {
     this.root.updateMatrixWorld(true);
   }
 
+  // the first mesh (one-mesh callers)
+  get mesh() { return this.meshes[0] || null; }
+
   // A new character's rest mesh (Float32Array xyz, triangle indices, may be
   // empty: then points). Its camera is fitted on the first track('character').
-  setMesh(positions, indices) {
-    if (this.mesh) {
-      this.root.remove(this.mesh);
-      this.mesh.geometry.dispose();
+  setMesh(positions, indices) { this.setMeshes([{ positions, indices }]); }
+
+  // Several meshes at once: parts [{positions, indices}], drawn in
+  // COLORS.parts order; layout 'overlay' (in place) or 'row' (side by side
+  // along x, from the rest boxes).
+  setMeshes(parts, layout = 'overlay') {
+    for (const m of this.meshes) {
+      this.root.remove(m);
+      m.geometry.dispose();
     }
-    const g = new THREE.BufferGeometry();
-    g.setAttribute('position', new THREE.BufferAttribute(Float32Array.from(positions), 3).setUsage(THREE.DynamicDrawUsage));
-    const n = positions.length / 3;
-    if (indices.length) {
-      g.setIndex(n > 65535 ? new THREE.Uint32BufferAttribute(indices, 1) : new THREE.Uint16BufferAttribute(indices, 1));
-      g.computeVertexNormals();
-      this.mesh = new THREE.Mesh(g, this.material);
-    } else {
-      this.mesh = new THREE.Points(g, this.pointMaterial);
+    this.meshes = parts.map(({ positions, indices }, k) => {
+      const g = new THREE.BufferGeometry();
+      g.setAttribute('position', new THREE.BufferAttribute(Float32Array.from(positions), 3).setUsage(THREE.DynamicDrawUsage));
+      const n = positions.length / 3;
+      const c = k % COLORS.parts.length;
+      let m;
+      if (indices.length) {
+        g.setIndex(n > 65535 ? new THREE.Uint32BufferAttribute(indices, 1) : new THREE.Uint16BufferAttribute(indices, 1));
+        g.computeVertexNormals();
+        m = new THREE.Mesh(g, this.materials[c]);
+      } else {
+        m = new THREE.Points(g, this.pointMaterials[c]);
+      }
+      g.computeBoundingBox();
+      this.root.add(m);
+      return m;
+    });
+    this.layout = layout;
+    if (layout === 'row' && this.meshes.length > 1) {
+      const boxes = this.meshes.map((m) => m.geometry.boundingBox);
+      const gap = GAP * Math.max(...boxes.map((b) => b.max.x - b.min.x));
+      const total = boxes.reduce((w, b) => w + (b.max.x - b.min.x), 0) + gap * (boxes.length - 1);
+      let x = -total / 2;
+      this.meshes.forEach((m, k) => {
+        m.position.x = x - boxes[k].min.x;
+        x += boxes[k].max.x - boxes[k].min.x + gap;
+      });
     }
-    g.computeBoundingBox();
-    this.root.add(this.mesh);
     this.fitBox = null;
     this.invalidate();
   }
 
-  setPositions(data) {
-    const attr = this.mesh.geometry.getAttribute('position');
+  // new positions of mesh k (default the first)
+  setPositions(data, k = 0) {
+    const m = this.meshes[k];
+    const attr = m.geometry.getAttribute('position');
     attr.array.set(data);
     attr.needsUpdate = true;
-    if (this.mesh.isMesh) this.mesh.geometry.computeVertexNormals();
-    this.mesh.geometry.computeBoundingBox();
+    if (m.isMesh) m.geometry.computeVertexNormals();
+    m.geometry.computeBoundingBox();
     this.invalidate();
   }
 
   worldBox() {
-    this.mesh.updateMatrixWorld(true);
-    return this.mesh.geometry.boundingBox.clone().applyMatrix4(this.mesh.matrixWorld);
+    const box = new THREE.Box3();
+    for (const m of this.meshes) {
+      m.updateMatrixWorld(true);
+      box.union(m.geometry.boundingBox.clone().applyMatrix4(m.matrixWorld));
+    }
+    return box;
   }
 
   setGrid(on) {
@@ -254,7 +296,7 @@ export class View {
 
   // see DESIGN: mode 'character' | 'pose' | 'follow'
   track(mode) {
-    if (!this.mesh || !this.mesh.geometry.boundingBox) return;
+    if (!this.meshes.length || this.meshes.some((m) => !m.geometry.boundingBox)) return;
     const box = this.worldBox();
     if (box.isEmpty()) return;
     if (mode === 'character' || !this.fitBox) this.placeGround(box);
@@ -277,8 +319,9 @@ export class View {
 
   defaultDirection(box) {
     const s = box.getSize(new THREE.Vector3());
-    // more from the side when the mesh is long front to back (a quadruped)
-    const az = ((s.z > 1.3 * s.x ? 58 : 32) * Math.PI) / 180;
+    // more from the side when the mesh is long front to back (a quadruped),
+    // nearly from the front for parts side by side (neither hides the other)
+    const az = ((this.layout === 'row' ? 10 : s.z > 1.3 * s.x ? 58 : 32) * Math.PI) / 180;
     return new THREE.Vector3(Math.sin(az) * Math.cos(ELEVATION), Math.sin(ELEVATION), Math.cos(az) * Math.cos(ELEVATION));
   }
 
@@ -304,15 +347,19 @@ export class View {
     this.cell = cell;
   }
 
-  // Up to MAX_FIT_POINTS of the mesh's vertices in world space (a stride
-  // through them), plus the corners of extra (a box) when given.
+  // Up to MAX_FIT_POINTS of the meshes' vertices in world space (a stride
+  // through each, shared out by size), plus the corners of extra (a box)
+  // when given.
   fitPoints(extra) {
-    const a = this.mesh.geometry.getAttribute('position').array;
-    const n = a.length / 3;
-    const stride = Math.max(1, Math.ceil(n / MAX_FIT_POINTS));
-    const m = this.mesh.matrixWorld;
+    const total = this.meshes.reduce((n, m) => n + m.geometry.getAttribute('position').count, 0);
+    const stride = Math.max(1, Math.ceil(total / MAX_FIT_POINTS));
     const pts = [];
-    for (let i = 0; i < n; i += stride) pts.push(new THREE.Vector3(a[3 * i], a[3 * i + 1], a[3 * i + 2]).applyMatrix4(m));
+    for (const mesh of this.meshes) {
+      const a = mesh.geometry.getAttribute('position').array;
+      const n = a.length / 3;
+      const m = mesh.matrixWorld;
+      for (let i = 0; i < n; i += stride) pts.push(new THREE.Vector3(a[3 * i], a[3 * i + 1], a[3 * i + 2]).applyMatrix4(m));
+    }
     if (extra) {
       for (let k = 0; k < 8; k++) {
         pts.push(new THREE.Vector3(k & 1 ? extra.max.x : extra.min.x, k & 2 ? extra.max.y : extra.min.y, k & 4 ? extra.max.z : extra.min.z));

@@ -27,6 +27,24 @@
 // that arrives late is followed by the newest state (no queue); an answer
 // for a character no longer shown is dropped.
 //
+// Two meshes (st.plan, from the metadata only, see planFor):
+//   - a character whose answers carry the body it is on (an output
+//     "body_positions" [Nb,3] beside "positions", e.g. a garment model) is
+//     drawn with that body: each frame's one request asks for both outputs,
+//     so body and garment always have the same shape and pose; the body's
+//     triangles come from the /mesh of the model in the repository with Nb
+//     vertices and the same joint names (the body served on its own), or,
+//     without one, the body is drawn as points;
+//   - a character with a "source_weights" [n] input (a retarget model)
+//     whose controls are the morphs of another model with a "weights" [n]
+//     input (its source rig) is drawn beside that source, driven by the
+//     same sliders: each frame asks both (weights to the source,
+//     source_weights to the target, the same values, always sent) and draws
+//     both answers together.
+// Sliders range over [0, 1] for "weights" and any "*_weights" input (morph
+// and ARKit-style weights), [-2, 2] for "shape" (β, in standard deviations),
+// [-1, 1] for the rest.
+//
 // Status bar (always on screen): connection state, frames per second drawn
 // over the last 2 s ("idle" when none for 1.5 s), the last request's
 // round-trip latency (the daemon's queue + compute time in its tooltip),
@@ -42,8 +60,10 @@
 //
 // For tests and scripting, window.viewer exposes select(name) and
 // show({clip, time, weights, inputs: {name: values}, joints: [{joint, axis,
-// angle}]}) which resolve once the frame is drawn; jointRotations() is the
-// [J,4] array the joint sliders send; state, view (scene.js) and net.
+// angle}], damping}) which resolve once the frame is drawn; jointRotations()
+// is the [J,4] array the joint sliders send; state (state.positions: the
+// shown character's last "positions"; state.parts: every drawn mesh's
+// last positions), view (scene.js) and net.
 import { View } from './scene.js';
 import { DeformdClient } from './vendor/deformd.js';
 
@@ -53,6 +73,7 @@ const HEARTBEAT_MS = 2000;
 const RETRY_MS = 1000;
 const MAX_MODELS_SCORED = 64; // metadata read at start for at most this many models
 const JOINT_ROWS = 6;
+const PART_COLORS = ['clay', 'blue']; // scene.js COLORS.parts, in words
 
 // ---------------------------------------------------------------- network
 class Unreachable extends Error {
@@ -79,10 +100,10 @@ async function netFetch(url, opts = {}) {
     throw new Unreachable(e.name === 'TimeoutError' ? `no answer in ${REQUEST_TIMEOUT_MS / 1000} s` : 'daemon unreachable');
   }
   setReachable(true);
-  if (/\/infer$/.test(url)) {
-    net.sent = bodyBytes(opts.body);
+  if (/\/infer$/.test(url)) { // summed over the requests of one frame (requestFrame resets)
+    net.sent += bodyBytes(opts.body);
     const n = Number(r.headers.get('Content-Length'));
-    net.recv = n > 0 ? n : NaN;
+    net.recv += n > 0 ? n : NaN;
   }
   return r;
 }
@@ -145,6 +166,9 @@ const st = {
   clip: '', time: 0, playing: false,
   inflight: null, dirty: false, frames: 0, lastMs: 0, serverMs: NaN, frameTimes: [],
   refit: null, positions: null,
+  plan: null, // what a frame asks and draws: see planFor
+  parts: [], // per drawn mesh: its last positions
+  damping: false, carried: null, // the garment kind's state, sent back (see carriedState)
 };
 
 function showError(e) {
@@ -246,12 +270,18 @@ async function select(name) {
   try {
     const [meta, rest] = await Promise.all([client.info(name), client.mesh(name)]);
     if (st.loading !== name) return; // another character was picked meanwhile
+    const plan = planFor(name, meta);
+    const extra = plan.other ? await client.mesh(plan.other) : null;
+    if (st.loading !== name) return;
     st.name = name;
     st.meta = meta;
+    st.plan = plan;
     st.clips = paramList(meta, 'clips').map((c) => (typeof c === 'string' ? { name: c } : c));
     st.groups = sliderGroups(meta);
+    for (const g of st.groups) g.always = g.input === plan.linked;
     st.joints = jointRig(meta);
-    buildMesh(rest);
+    st.carried = null;
+    buildMeshes(rest, extra);
     buildClipUI();
     buildMorphUI();
     buildJointUI();
@@ -260,6 +290,7 @@ async function select(name) {
     $('clip').value = st.clip;
     syncTimeUI();
     charInfo();
+    $('dampbox').hidden = !hasState(meta);
     st.refit = 'character';
     const q = new URLSearchParams(location.search);
     q.set('character', name);
@@ -271,14 +302,78 @@ async function select(name) {
   }
 }
 
-function buildMesh(rest) {
+// A /mesh answer -> {positions: Float32Array, indices}
+function restMesh(rest) {
   const r = rest.mesh || rest;
-  const pos = Float32Array.from(flatten(r.positions));
   // triangles: {"indices": [...]} (with "triangles" the count), or "triangles": [[a,b,c],...]
-  const tri = flatten(Array.isArray(r.indices) ? r.indices : Array.isArray(r.triangles) ? r.triangles : []);
-  st.nverts = pos.length / 3;
+  return {
+    positions: Float32Array.from(flatten(r.positions)),
+    indices: flatten(Array.isArray(r.indices) ? r.indices : Array.isArray(r.triangles) ? r.triangles : []),
+  };
+}
+
+// What one frame asks and draws, from the metadata (see DESIGN):
+//   requests: [{name, outputs, role: 'main' | 'source'}]
+//   parts:    [{req, output, label, nverts}] in drawing (colour) order
+//   other:    the character whose /mesh gives the other part's triangles
+//   linked:   the slider input sent to both (the retarget pair)
+//   layout:   'overlay' | 'row'
+function planFor(name, meta) {
+  const outs = meta.outputs || [];
+  const vcount = (o) => { const s = (o && o.shape) || []; return s.length >= 2 ? Number(s[s.length - 2]) : 0; };
+  const main = { name, outputs: ['positions'], role: 'main' };
+  const nv = vcount(outs.find((o) => o.name === 'positions')) || Number(meta.parameters && meta.parameters.vertices) || 0;
+  const self = { req: 0, output: 'positions', label: name, nverts: nv };
+  const body = outs.find((o) => o.name === 'body_positions');
+  if (body && vcount(body) > 0) {
+    const nb = vcount(body);
+    const joints = JSON.stringify(paramList(meta, 'joints').map(itemName));
+    const m = st.catalog.find((c) => c.meta && c.characters.length && !c.characters.includes(name)
+      && Number(c.meta.parameters && c.meta.parameters.vertices) === nb
+      && JSON.stringify(paramList(c.meta, 'joints').map(itemName)) === joints);
+    main.outputs.push('body_positions');
+    return {
+      requests: [main],
+      parts: [{ req: 0, output: 'body_positions', label: m ? m.characters[0] : 'body', nverts: nb, points: !m }, self],
+      other: m ? m.characters[0] : null,
+      linked: null,
+      layout: 'overlay',
+    };
+  }
+  const sw = (meta.inputs || []).find((i) => i.name === 'source_weights');
+  const n = sw ? (sw.shape || []).filter((d, k) => !(k === 0 && d === -1)) : [];
+  if (n.length === 1) {
+    const controls = JSON.stringify(paramList(meta, 'controls').map(itemName));
+    const m = st.catalog.find((c) => c.meta && c.characters.length && !c.characters.includes(name)
+      && (c.meta.inputs || []).some((i) => i.name === 'weights' && (i.shape || []).slice(-1)[0] === n[0])
+      && JSON.stringify(paramList(c.meta, 'morphs').map(itemName)) === controls);
+    if (m) {
+      const src = m.characters[0];
+      return {
+        requests: [{ name: src, outputs: ['positions'], role: 'source' }, main],
+        parts: [{ req: 0, output: 'positions', label: `${src} (source)`, nverts: Number(m.meta.parameters.vertices) || 0 },
+          Object.assign(self, { req: 1, label: `${name} (target)` })],
+        other: src,
+        linked: 'source_weights',
+        layout: 'row',
+      };
+    }
+  }
+  return { requests: [main], parts: [self], other: null, linked: null, layout: 'overlay' };
+}
+
+function buildMeshes(rest, extra) {
+  const own = restMesh(rest);
+  const parts = st.plan.parts.map((p) => {
+    if (p.req === st.plan.requests.findIndex((r) => r.role === 'main') && p.output === 'positions') return own;
+    if (p.points || !extra) return { positions: new Float32Array(p.nverts * 3), indices: [] }; // first answer fills it
+    return restMesh(extra);
+  });
+  st.plan.parts.forEach((p, k) => { p.nverts = parts[k].positions.length / 3; });
+  st.nverts = parts.reduce((n, p) => n + p.positions.length / 3, 0);
+  st.parts = parts.map((p) => p.positions);
   st.gen++;
-  view.setMesh(pos, tri);
+  view.setMeshes(parts, st.plan.layout);
 }
 
 function charInfo() {
@@ -294,6 +389,19 @@ function charInfo() {
   n('clips', 'clip');
   if (p.model && p.model !== st.name) parts.push(`model ${p.model}`);
   $('charinfo').innerHTML = parts.join(' · ');
+  const pl = st.plan;
+  const drawn = $('partsinfo');
+  drawn.hidden = pl.parts.length < 2;
+  drawn.textContent = '';
+  if (pl.parts.length < 2) return;
+  drawn.append(pl.layout === 'row' ? 'Side by side, the same sliders: ' : 'Drawn together, one request: ');
+  pl.parts.forEach((q, k) => {
+    const sw = document.createElement('span');
+    sw.className = `swatch ${PART_COLORS[k % PART_COLORS.length]}`;
+    sw.setAttribute('aria-hidden', 'true');
+    const what = pl.layout === 'overlay' && q.output !== 'positions' ? `${q.label} (${q.output}${q.points ? ', as points' : ''})` : q.label;
+    drawn.append(k ? ' · ' : '', sw, ` ${what}`);
+  });
 }
 
 function buildClipUI() {
@@ -313,8 +421,15 @@ function syncTimeUI() {
 }
 
 // One slider group per one-axis input of at most 64 values. Names come from
-// the metadata list of the same length ("morphs" for weights, "controls" for
-// rig controls); weights range over [0, 1], other inputs over [-1, 1].
+// the metadata list of the same length ("morphs" for weights, "shapes" for
+// shape, "controls" for rig controls and a retarget's source_weights);
+// ranges: see DESIGN.
+function sliderRange(input) {
+  if (input === 'weights' || /_weights$/.test(input)) return [0, 1];
+  if (input === 'shape') return [-2, 2];
+  return [-1, 1];
+}
+
 function sliderGroups(meta) {
   const groups = [];
   for (const i of meta.inputs || []) {
@@ -322,14 +437,15 @@ function sliderGroups(meta) {
     if (shape.length !== 1 || shape[0] < 1 || shape[0] > 64) continue;
     const n = shape[0];
     let names = [];
-    for (const list of i.name === 'weights' ? ['morphs'] : ['controls', 'morphs']) {
+    const lists = i.name === 'weights' ? ['morphs'] : i.name === 'shape' ? ['shapes'] : ['controls', 'morphs'];
+    for (const list of lists) {
       const l = paramList(meta, list).map(itemName);
       if (l.length === n) { names = l; break; }
     }
     if (names.length !== n) names = Array.from({ length: n }, (_, k) => `${i.name}[${k}]`);
-    const lo = i.name === 'weights' ? 0 : -1;
+    const [lo, hi] = sliderRange(i.name);
     const def = inputDefault(i, n) || new Array(n).fill(0);
-    groups.push({ input: i.name, names, def, values: Float32Array.from(def), lo, hi: 1, touched: false });
+    groups.push({ input: i.name, names, def, values: Float32Array.from(def), lo, hi, touched: false });
   }
   return groups;
 }
@@ -342,7 +458,8 @@ function inputDefault(i, n) {
 }
 
 const safeId = (s) => String(s).replace(/[^\w-]/g, '_');
-const title = (s) => (s === 'weights' ? 'Morph weights' : String(s).replace(/_/g, ' ').replace(/^./, (c) => c.toUpperCase()));
+const TITLES = { weights: 'Morph weights', shape: 'Shape (beta)' };
+const title = (s) => TITLES[s] || String(s).replace(/_/g, ' ').replace(/^./, (c) => c.toUpperCase());
 
 function buildMorphUI() {
   const box = $('morphs');
@@ -482,19 +599,53 @@ function syncJointUI() {
 }
 
 // ----------------------------------------------------------------- frames
-function requestBody() {
+// The character's recurrent state (an input and an output both named
+// "state" of one shape, e.g. the garment kind's damping distances): with
+// damping on, each answer's state goes out with the next frame, so the
+// daemon damps the pose from frame to frame; it is dropped (the next frame
+// starts undamped) on a seek, a clip or character change and Reset pose.
+// This is the page's one hook for sequences: once the daemon keeps the
+// state itself (Triton-style sequence_id / sequence_start / sequence_end
+// request parameters), the page sends those here instead of the state.
+function hasState(meta) {
+  const i = (meta.inputs || []).find((x) => x.name === 'state');
+  const o = (meta.outputs || []).find((x) => x.name === 'state');
+  return !!(i && o && JSON.stringify(i.shape) === JSON.stringify(o.shape));
+}
+function carriedState() {
+  if (!st.damping || !hasState(st.meta)) return null;
+  return st.carried ? { inputs: { state: { shape: [st.carried.length], data: st.carried } }, output: 'state' } : { inputs: {}, output: 'state' };
+}
+
+// request k of the plan: {inputs, opts}
+function requestBody(k = st.plan.requests.findIndex((r) => r.role === 'main')) {
+  const req = st.plan.requests[k];
   const inputs = {};
   const parameters = {};
+  const opts = {
+    outputs: req.outputs.slice(),
+    encoding: $('encoding').value === 'float32' ? undefined : $('encoding').value,
+    skinning: $('skinning').value || undefined,
+    parameters,
+  };
+  if (req.role === 'source') { // the linked sliders, as the source's morph weights
+    const g = st.groups.find((x) => x.input === st.plan.linked);
+    inputs.weights = { shape: [g.values.length], data: g.values };
+    return { inputs, opts };
+  }
   if (st.clip) {
     parameters.clip = st.clip;
     parameters.time = st.time;
   }
   // a group is sent once a slider moved (before that the character's
   // defaults, or the clip, provide the input); with a clip playing, only
-  // groups with a non-zero value override what the clip gives
+  // groups with a non-zero value override what the clip gives; a group
+  // linked to a source model is always sent (both get the same values)
   for (const g of st.groups) {
-    if (!g.touched) continue;
-    if (st.clip && !g.values.some((w) => w !== 0)) continue;
+    if (!g.always) {
+      if (!g.touched) continue;
+      if (st.clip && !g.values.some((w) => w !== 0)) continue;
+    }
     inputs[g.input] = { shape: [g.values.length], data: g.values };
   }
   // the joint rows likewise: sent once moved; over a clip only when turned
@@ -502,15 +653,12 @@ function requestBody() {
   if (jr && jr.touched && !(st.clip && !jr.rows.some((r) => r.angle !== 0))) {
     inputs.joint_rotations = { shape: [jr.rest.length / 4, 4], data: jointRotations() };
   }
-  return {
-    inputs,
-    opts: {
-      outputs: ['positions'],
-      encoding: $('encoding').value === 'float32' ? undefined : $('encoding').value,
-      skinning: $('skinning').value || undefined,
-      parameters,
-    },
-  };
+  const cs = carriedState();
+  if (cs) {
+    Object.assign(inputs, cs.inputs);
+    opts.outputs.push(cs.output);
+  }
+  return { inputs, opts };
 }
 
 // Ask for the current state; resolves when it is drawn. Coalesces: while a
@@ -524,15 +672,26 @@ function requestFrame() {
     return st.inflight.then(again, again);
   }
   st.dirty = false;
-  const { inputs, opts } = requestBody();
+  const plan = st.plan;
+  const bodies = plan.requests.map((r, k) => requestBody(k));
   const gen = st.gen;
   const t0 = performance.now();
-  st.inflight = client.infer(st.name, inputs, opts).then((out) => {
+  net.sent = 0;
+  net.recv = 0;
+  st.inflight = Promise.all(plan.requests.map((r, k) => client.infer(r.name, bodies[k].inputs, bodies[k].opts))).then((outs) => {
     if (gen !== st.gen) return; // an answer for the previous character
-    const p = out.positions;
-    if (!p || p.data.length !== st.nverts * 3) throw new Error(`positions: got ${p ? p.data.length : 0} values, mesh has ${st.nverts * 3}`);
-    view.setPositions(p.data);
-    st.positions = p.data; // the last answer (tests compare it)
+    const got = plan.parts.map((q) => {
+      const p = outs[q.req][q.output];
+      if (!p || p.data.length !== q.nverts * 3) {
+        throw new Error(`${plan.requests[q.req].name}: ${q.output}: got ${p ? p.data.length : 0} values, mesh has ${q.nverts * 3}`);
+      }
+      return p.data;
+    });
+    got.forEach((d, k) => view.setPositions(d, k));
+    st.parts = got;
+    const main = outs[plan.requests.findIndex((r) => r.role === 'main')];
+    st.positions = main.positions.data; // the last answer (tests compare it)
+    if (main.state && st.damping) st.carried = Float32Array.from(main.state.data);
     view.track(st.refit || 'follow');
     st.refit = null;
     view.render();
@@ -541,8 +700,10 @@ function requestFrame() {
     st.lastMs = now - t0;
     st.frameTimes.push(now);
     if (st.frameTimes.length > 240) st.frameTimes.shift();
-    const rp = (out.$response && out.$response.parameters) || {};
-    st.serverMs = rp.compute_us != null ? ((Number(rp.queue_us) || 0) + Number(rp.compute_us)) / 1000 : NaN;
+    st.serverMs = outs.reduce((ms, out) => {
+      const rp = (out.$response && out.$response.parameters) || {};
+      return ms + (rp.compute_us != null ? ((Number(rp.queue_us) || 0) + Number(rp.compute_us)) / 1000 : NaN);
+    }, 0);
     st.io = { sent: net.sent, recv: net.recv };
     renderStatus();
   }).catch((e) => {
@@ -570,12 +731,15 @@ function renderStatus() {
   s.dataset.state = net.state;
   $('st-conn-text').textContent = net.state === 'connected' ? 'connected'
     : net.state === 'unreachable' ? 'daemon unreachable — retrying' : 'connecting…';
-  $('st-char').textContent = st.name ? `${st.name} · ${fmtInt(st.nverts)} vertices` : '';
+  const names = st.plan && st.plan.parts.length > 1 ? st.plan.parts.map((q) => q.label.replace(/ \(.*/, '')).join(' + ') : st.name;
+  $('st-char').textContent = st.name ? `${names} · ${fmtInt(st.nverts)} vertices` : '';
   const f = fps();
   $('st-fps').querySelector('.v').textContent = f > 0 ? f.toFixed(1) : 'idle';
   const lat = $('st-latency');
   lat.querySelector('.v').textContent = st.frames ? `${st.lastMs.toFixed(1)} ms` : '–';
-  lat.title = Number.isFinite(st.serverMs) ? `round trip; the daemon's queue + compute: ${st.serverMs.toFixed(2)} ms` : 'round trip';
+  const nreq = st.plan ? st.plan.requests.length : 1;
+  lat.title = (nreq > 1 ? `round trip of ${nreq} requests in parallel` : 'round trip')
+    + (Number.isFinite(st.serverMs) ? `; the daemon's queue + compute${nreq > 1 ? ' (summed)' : ''}: ${st.serverMs.toFixed(2)} ms` : '');
   const io = st.io || {};
   $('st-bytes').querySelector('.v').textContent = fmtBytes(io.recv);
   $('st-bytes').querySelector('.v2').textContent = fmtBytes(io.sent);
@@ -614,12 +778,14 @@ function tick(now) {
 
 $('play').addEventListener('click', () => setPlaying(!st.playing));
 $('time').addEventListener('input', () => {
+  st.carried = null;
   const c = currentClip();
   st.time = c ? Number($('time').value) * clipDuration(c) : 0;
   syncTimeUI();
   refresh();
 });
 $('clip').addEventListener('change', () => {
+  st.carried = null;
   st.clip = $('clip').value;
   st.time = 0;
   if (!st.clip) setPlaying(false);
@@ -636,7 +802,13 @@ $('grid').addEventListener('click', () => {
   view.setGrid(on);
 });
 $('fit').addEventListener('click', () => view.track('view'));
+$('damping').addEventListener('change', () => {
+  st.damping = $('damping').checked;
+  st.carried = null;
+  refresh();
+});
 $('resetpose').addEventListener('click', () => {
+  st.carried = null;
   for (const g of st.groups) { g.values.set(g.def); g.touched = false; }
   if (st.joints) { for (const r of st.joints.rows) r.angle = 0; st.joints.touched = false; }
   syncUI();
@@ -652,6 +824,7 @@ document.addEventListener('keydown', (e) => {
 // reflect st in the controls (after scripted changes)
 function syncUI() {
   $('clip').value = st.clip;
+  $('damping').checked = st.damping;
   syncTimeUI();
   for (const g of st.groups) {
     $('morphs').querySelectorAll(`.slider[data-input="${g.input}"]`).forEach((d, i) => {
@@ -672,8 +845,9 @@ window.viewer = {
   jointRotations,
   // show({clip, time, weights, inputs, joints}): set the state, resolve once drawn
   async show(o = {}) {
-    if (o.clip !== undefined && o.clip !== st.clip) { st.clip = o.clip; st.refit = 'pose'; }
+    if (o.clip !== undefined && o.clip !== st.clip) { st.clip = o.clip; st.refit = 'pose'; st.carried = null; }
     if (o.time !== undefined) st.time = o.time;
+    if (o.damping !== undefined) { st.damping = !!o.damping; st.carried = null; }
     const set = Object.assign({}, o.inputs || {}, o.weights ? { weights: o.weights } : {});
     for (const [name, v] of Object.entries(set)) {
       const g = st.groups.find((x) => x.input === name);

@@ -27,6 +27,22 @@ cmp -s clients/js/deformd.js server/www/vendor/deformd.js && ok viewer-vendor-mo
     || fail viewer-vendor-module-current "server/www/vendor/deformd.js is stale (run tools/deps.sh)"
 
 build_demo "$T/demo-repo" && ok viewer-demo-repo || { fail viewer-demo-repo; finish; exit 1; }
+# the demo's shirt is the committed garment model turned Y-up (tools/make_demo.sh):
+# the same shape and clip times evaluated from both files, R (x,y,z) = (x,z,-y)
+"$PY" -c 'import numpy as np; np.save("'"$T"'/shape.npy", np.tile(np.float32([1.2, -0.8, 0.5, 1.0]), (3, 1)))'
+for f in committed:tests/data/garment/shirt.safetensors demo:"$T/demo-repo/shirt/1/model.safetensors"; do
+    "$BIN/deform" eval "${f#*:}" --clip 01_01 --times 2.5,7.3,11.0 --input shape="$T/shape.npy" \
+        --out "$T/shirt_${f%%:*}.npy" >>"$T/shirt.log" 2>&1
+done
+"$PY" - "$T" <<'PYEOF' && ok viewer-demo-shirt-is-committed-model-y-up || { cat "$T/shirt.log"; fail viewer-demo-shirt-is-committed-model-y-up; }
+import sys, numpy as np
+t = sys.argv[1]
+a, b = np.load(t + "/shirt_committed.npy"), np.load(t + "/shirt_demo.npy")
+R = np.array([[1, 0, 0], [0, 0, 1], [0, -1, 0]])
+e = np.abs(a @ R.T - b).max()
+print("demo shirt vs the committed model turned Y-up: max %.2e m (frames differ by %.3f m)" % (e, np.abs(a[0] - a[2]).max()))
+sys.exit(0 if a.shape == b.shape == (3, 1290, 3) and e < 1e-5 and np.abs(a[0] - a[2]).max() > 0.01 else 1)
+PYEOF
 # another kind in the same repository: a tiny rigapprox model (controls
 # sliders), trained in a second from the reference rig (tests/e2e/rigapprox.sh)
 "$BIN/deform" rigdata --tiny 10,8 --out "$T/ra.st" --samples 160 --influence-poses 4 >"$T/ra.log" 2>&1 \

@@ -15,8 +15,15 @@
 //     again; sliders change the canvas; a joint slider sends rest ⊗
 //     axis-angle and draws what a plain HTTP infer of that joint_rotations
 //     gives, bit for bit;
-//   - at 420 px wide: nothing overflows sideways, the mesh is in frame, the
-//     status bar on screen;
+//   - two meshes (the first in clay: warm pixels; the second in blue: blue
+//     pixels): the garment model "shirt" draws its body and the shirt from
+//     one request, both in frame, the shirt on the body; a shape slider, the
+//     clip and damping (the state sent back) change both, equal to plain
+//     HTTP infers bit for bit; the retarget model "ict_to_t1" is drawn
+//     beside its source "ict_face", driven by the same 0..1 sliders (two
+//     requests), jawOpen moving both faces as HTTP gives them;
+//   - at 420 px wide: nothing overflows sideways, the mesh (and the retarget
+//     pair) is in frame, the status bar on screen;
 //   - with the daemon stopped (STOP_CMD) the page says "daemon unreachable"
 //     in the status bar and over the view; restarted (RESTART_CMD), it
 //     recovers by itself and draws again.
@@ -92,6 +99,41 @@ function checkStatus(name, sb) {
   check(name, ok, JSON.stringify(sb));
 }
 
+// The second (blue) mesh of a shot: {mesh, frame} like shot()'s first.
+function coolShot(s, opts = { minSpan: 0.15 }) {
+  const mesh = meshStats(s.img, s.rect, 'cool');
+  return { img: s.img, rect: s.rect, mesh, frame: inFrame(mesh, opts) };
+}
+
+// the canvas rectangle (image pixels) of the second mesh's box
+function boxRect(s, c) {
+  const b = c.mesh.box;
+  return { x: Math.ceil(s.rect.x) + b.left, y: Math.ceil(s.rect.y) + b.top, width: b.width, height: b.height };
+}
+
+function maxDiff(a, b) {
+  if (!a || !b || a.length !== b.length) return Infinity;
+  let d = 0;
+  for (let i = 0; i < a.length; i++) d = Math.max(d, Math.abs(a[i] - b[i]));
+  return d;
+}
+const sameValues = (a, b) => !!a && !!b && a.length === b.length && a.length > 0 && a.every((v, i) => v === b[i]);
+
+// a plain HTTP infer (node's fetch, JSON): {output name: Float32Array}
+async function inferJson(name, inputs, outputs, parameters) {
+  const body = {
+    inputs: inputs.map((i) => ({ name: i.name, datatype: 'FP32', shape: i.shape, data: Array.from(i.data) })),
+    outputs: outputs.map((n) => ({ name: n })),
+  };
+  if (parameters) body.parameters = parameters;
+  const r = await fetch(`${url}/v2/models/${name}/infer`, { method: 'POST', body: JSON.stringify(body) });
+  const j = await r.json();
+  if (!r.ok) throw new Error(`${name}: HTTP ${r.status}: ${JSON.stringify(j)}`);
+  const out = {};
+  for (const o of j.outputs) out[o.name] = Float32Array.from(o.data.flat(Infinity));
+  return out;
+}
+
 const waitShown = (page, name) => page.waitForFunction((n) => window.viewer.state.shown === n && !window.viewer.state.inflight, name, { timeout: 30000 });
 
 (async () => {
@@ -115,7 +157,15 @@ const waitShown = (page, name) => page.waitForFunction((n) => window.viewer.stat
     const err0 = await page.evaluate(() => window.viewer.error || null);
     check('viewer-loads', !err0, err0);
     const options = await page.$$eval('#character option', (os) => os.map((o) => o.value));
-    check('viewer-lists-characters', ['wuson', 'wuson_dqs', 'morphcube'].every((n) => options.includes(n)), JSON.stringify(options));
+    check('viewer-lists-characters', ['wuson', 'wuson_dqs', 'morphcube', 'shirt', 'body', 'ict_face', 'ict_to_t1']
+      .every((n) => options.includes(n)), JSON.stringify(options));
+    // the garment model's sizes, from its metadata (node's fetch)
+    const gmeta = await (async () => {
+      const m = await (await fetch(url + '/v2/models/shirt')).json();
+      const dim = (list, n) => (list.find((x) => x.name === n) || { shape: [] }).shape;
+      return { shirt: dim(m.outputs, 'positions')[1], body: dim(m.outputs, 'body_positions')[1],
+        shapes: dim(m.inputs, 'shape')[1], state: dim(m.inputs, 'state')[1] };
+    })();
 
     // ---------------------------------------------------------- first view
     // the repository index lists morphcube first; the viewer must open on
@@ -221,6 +271,120 @@ const waitShown = (page, name) => page.waitForFunction((n) => window.viewer.stat
     check('viewer-rigapprox-control-sliders', nctl === 8 && r1.mesh.frac > 0.01 && rch > 0.0005,
       `sliders ${nctl}, mesh ${r1.mesh.frac}, changed ${rch}`);
     checkInFrame('viewer-rigapprox-in-frame', r1);
+
+    // ------------------------------------------ a body wearing a garment
+    // shirt (a garment model): every frame is ONE request asking for the
+    // shirt's positions and its body's body_positions, drawn together (the
+    // body in clay, the shirt in blue), both in frame; the shape sliders
+    // (β, -2..2) and the clip drive both; the positions on screen equal a
+    // plain HTTP infer of the same shape, clip and time, bit for bit.
+    await page.selectOption('#character', 'shirt');
+    await waitShown(page, 'shirt');
+    await page.evaluate(() => window.viewer.show({ clip: '01_01', time: 4.0 }));
+    const g0 = await shot(page, 'viewer-shirt.png');
+    checkInFrame('viewer-garment-body-in-frame', g0);
+    const g0c = coolShot(g0);
+    checkInFrame('viewer-garment-shirt-in-frame', g0c);
+    { // the shirt is on the body: its box inside the body's, in the upper half
+      const b = g0.mesh.box, s = g0c.mesh.box;
+      const inside = b && s && s.left >= b.left && s.right >= b.right && s.top >= b.top && s.bottom >= b.bottom
+        && s.top + s.height / 2 < b.top + b.height / 2;
+      check('viewer-garment-shirt-on-body', inside, `body ${boxText(g0)}; shirt ${boxText(g0c)}`);
+    }
+    const gs = await page.evaluate(() => {
+      const v = window.viewer.state;
+      return {
+        requests: v.plan.requests.map((r) => ({ name: r.name, outputs: r.outputs })),
+        parts: v.parts.map((p) => p.length),
+        meshes: window.viewer.view.meshes.length,
+        sliders: Array.from(document.querySelectorAll('#morphs .slider[data-input="shape"] input')).map((i) => [i.id, i.min, i.max]),
+        pos: Array.from(v.positions), body: Array.from(v.parts[0]),
+      };
+    });
+    check('viewer-garment-one-request-two-meshes', gs.requests.length === 1 && gs.requests[0].name === 'shirt'
+      && gs.requests[0].outputs.includes('positions') && gs.requests[0].outputs.includes('body_positions')
+      && gs.meshes === 2 && gs.parts[0] === gmeta.body * 3 && gs.parts[1] === gmeta.shirt * 3,
+      JSON.stringify({ requests: gs.requests, parts: gs.parts, meshes: gs.meshes, want: gmeta }));
+    check('viewer-shape-sliders-range', gs.sliders.length === gmeta.shapes && gs.sliders.every((x) => x[1] === '-2' && x[2] === '2'),
+      JSON.stringify(gs.sliders));
+    // a shape slider moved through the page
+    let nf0 = await page.evaluate(() => window.viewer.state.frames);
+    await page.$eval('#in-shape-1', (el) => { el.value = '1.5'; el.dispatchEvent(new Event('input', { bubbles: true })); });
+    await page.waitForFunction((n0) => window.viewer.state.frames > n0 && !window.viewer.state.inflight, nf0, { timeout: 30000 });
+    const g1 = await shot(page, 'viewer-shirt-shape.png');
+    const g1v = await page.evaluate(() => ({ pos: Array.from(window.viewer.state.positions), body: Array.from(window.viewer.state.parts[0]) }));
+    const shape = Array.from({ length: gmeta.shapes }, (_, k) => (k === 1 ? 1.5 : 0));
+    const gref = await inferJson('shirt', [{ name: 'shape', shape: [shape.length], data: shape }],
+      ['positions', 'body_positions'], { clip: '01_01', time: 4.0 });
+    const gmoved = maxDiff(g1v.pos, gs.pos), bmoved = maxDiff(g1v.body, gs.body);
+    check('viewer-garment-shape-slider-moves-shirt-and-body', gmoved > 0.01 && bmoved > 0.01
+      && sameValues(g1v.pos, gref.positions) && sameValues(g1v.body, gref.body_positions)
+      && changedFraction(g0.img, g1.img, g0.rect) > 0.001,
+      `shirt moved ${gmoved}, body moved ${bmoved}, equal to HTTP: ${sameValues(g1v.pos, gref.positions)} / ${sameValues(g1v.body, gref.body_positions)}`);
+    console.log(`garment: body ${boxText(g0)}; shirt ${boxText(g0c)}; shape[1] = 1.5 moved the shirt ${gmoved.toFixed(4)} m, the body ${bmoved.toFixed(4)} m`);
+    checkInFrame('viewer-garment-shirt-in-frame-after-shape', coolShot(g1));
+    // the clip drives both: another time, another pose of body and shirt
+    await page.evaluate(() => window.viewer.show({ time: 9.0 }));
+    const g2v = await page.evaluate(() => ({ pos: Array.from(window.viewer.state.positions), body: Array.from(window.viewer.state.parts[0]) }));
+    check('viewer-garment-clip-moves-both', maxDiff(g2v.pos, g1v.pos) > 0.01 && maxDiff(g2v.body, g1v.body) > 0.01,
+      `shirt ${maxDiff(g2v.pos, g1v.pos)}, body ${maxDiff(g2v.body, g1v.body)}`);
+    // damping: with it on, the first frame is undamped and each next frame
+    // sends the previous answer's state; the page draws what HTTP gives for
+    // that state, which differs from the undamped frame
+    await page.evaluate(() => window.viewer.show({ damping: true, time: 4.0 }));
+    const dm0 = await page.evaluate(() => ({ pos: Array.from(window.viewer.state.positions), state: Array.from(window.viewer.state.carried || []) }));
+    await page.evaluate(() => window.viewer.show({ time: 9.0 }));
+    const dm1 = await page.evaluate(() => Array.from(window.viewer.state.positions));
+    await page.evaluate(() => window.viewer.show({ damping: false }));
+    const dref = dm0.state.length !== gmeta.state ? {} : await inferJson('shirt', [{ name: 'shape', shape: [shape.length], data: shape },
+      { name: 'state', shape: [dm0.state.length], data: dm0.state }], ['positions'], { clip: '01_01', time: 9.0 });
+    check('viewer-garment-damping-sends-state', dm0.state.length === gmeta.state && sameValues(dm0.pos, g1v.pos)
+      && sameValues(dm1, dref.positions) && maxDiff(dm1, g2v.pos) > 1e-4,
+      `state ${dm0.state.length}/${gmeta.state}, first frame undamped ${sameValues(dm0.pos, g1v.pos)}, damped equals HTTP ${sameValues(dm1, dref.positions)}, damped vs undamped ${maxDiff(dm1, g2v.pos)}`);
+    checkStatus('viewer-garment-status-bar', await statusBar(page));
+
+    // --------------------------------------- retarget: source beside target
+    // ict_to_t1 (a retarget model) is drawn beside its source rig ict_face:
+    // the source in clay on the left, the target in blue on the right, both
+    // in frame; the source_weights sliders range 0..1; each frame asks both
+    // models for the same weights, and moving jawOpen through the page moves
+    // both faces, each equal to a plain HTTP infer, bit for bit.
+    await page.selectOption('#character', 'ict_to_t1');
+    await waitShown(page, 'ict_to_t1');
+    const rt0 = await shot(page, 'viewer-retarget-side-by-side.png');
+    const rt0c = coolShot(rt0);
+    checkInFrame('viewer-retarget-source-in-frame', rt0);
+    checkInFrame('viewer-retarget-target-in-frame', rt0c);
+    check('viewer-retarget-side-by-side', rt0.mesh.box && rt0c.mesh.box && rt0.mesh.w - 1 - rt0.mesh.box.right < rt0c.mesh.box.left,
+      `source ${boxText(rt0)}; target ${boxText(rt0c)}`);
+    const fs0 = await page.evaluate(() => {
+      const v = window.viewer.state;
+      const sl = Array.from(document.querySelectorAll('#morphs .slider[data-input="source_weights"]'));
+      return {
+        requests: v.plan.requests.map((r) => r.name),
+        names: sl.map((d) => d.querySelector('label').textContent),
+        ranges: sl.map((d) => [d.querySelector('input').min, d.querySelector('input').max]),
+        src: Array.from(v.parts[0]), tgt: Array.from(v.parts[1]), pos: Array.from(v.positions),
+      };
+    });
+    const jaw = fs0.names.indexOf('jawOpen');
+    check('viewer-retarget-two-requests-weights-0-1', fs0.requests.join() === 'ict_face,ict_to_t1' && fs0.names.length === 55
+      && jaw >= 0 && fs0.ranges.every((r) => r[0] === '0' && r[1] === '1') && sameValues(fs0.tgt, fs0.pos),
+      JSON.stringify({ requests: fs0.requests, n: fs0.names.length, jaw, ranges: fs0.ranges.slice(0, 3) }));
+    nf0 = await page.evaluate(() => window.viewer.state.frames);
+    await page.$eval(`#in-source_weights-${jaw}`, (el) => { el.value = '1'; el.dispatchEvent(new Event('input', { bubbles: true })); });
+    await page.waitForFunction((n0) => window.viewer.state.frames > n0 && !window.viewer.state.inflight, nf0, { timeout: 30000 });
+    const rt1 = await shot(page, 'viewer-retarget-jaw-open.png');
+    const fs1 = await page.evaluate(() => ({ src: Array.from(window.viewer.state.parts[0]), tgt: Array.from(window.viewer.state.parts[1]) }));
+    const w = Array.from({ length: 55 }, (_, k) => (k === jaw ? 1 : 0));
+    const sref = await inferJson('ict_face', [{ name: 'weights', shape: [55], data: w }], ['positions']);
+    const tref = await inferJson('ict_to_t1', [{ name: 'source_weights', shape: [55], data: w }], ['positions']);
+    const smoved = maxDiff(fs1.src, fs0.src), tmoved = maxDiff(fs1.tgt, fs0.tgt);
+    const tch = changedFraction(rt0.img, rt1.img, boxRect(rt0, rt0c));
+    check('viewer-retarget-slider-moves-target', smoved > 0.5 && tmoved > 0.5 && sameValues(fs1.src, sref.positions)
+      && sameValues(fs1.tgt, tref.positions) && tch > 0.001,
+      `source moved ${smoved}, target ${tmoved}, equal to HTTP ${sameValues(fs1.src, sref.positions)} / ${sameValues(fs1.tgt, tref.positions)}, target's pixels changed ${tch}`);
+    console.log(`retarget: source ${boxText(rt0)}; target ${boxText(rt0c)}; jawOpen = 1 moved the source ${smoved.toFixed(3)}, the target ${tmoved.toFixed(3)} (cm), ${(100 * tch).toFixed(2)}% of the target's pixels changed`);
 
     // joint sliders on the rigged wuson: moving one (through the UI) turns
     // the joint about its axis after its rest local rotation; the viewer's
@@ -380,6 +544,15 @@ const waitShown = (page, name) => page.waitForFunction((n) => window.viewer.stat
       check('viewer-character-change-refits-camera', fresh.frame.ok && diff < 0.005,
         `${(100 * diff).toFixed(2)}% of the canvas differs from a fresh page on the character (${boxText(fresh)})`);
     }
+    // the retarget pair at 420 px: both faces in frame, side by side
+    await page.selectOption('#character', 'ict_to_t1');
+    await waitShown(page, 'ict_to_t1');
+    const np = await shot(page, 'viewer-narrow-retarget.png');
+    const npc = coolShot(np);
+    checkInFrame('viewer-narrow-retarget-source-in-frame', np);
+    checkInFrame('viewer-narrow-retarget-target-in-frame', npc);
+    check('viewer-narrow-retarget-side-by-side', np.mesh.box && npc.mesh.box && np.mesh.w - 1 - np.mesh.box.right < npc.mesh.box.left,
+      `source ${boxText(np)}; target ${boxText(npc)}`);
     await page.selectOption('#character', 'wuson');
     await waitShown(page, 'wuson');
 

@@ -5,15 +5,19 @@
 // with node's zlib only. Anything else is refused with an error, never
 // guessed at.
 //
-// meshStats(img, rect): inside rect (the canvas, in image pixels) the pixels
-// of the mesh — the viewer draws it in a warm clay colour on a neutral
-// background, grid and shadow (server/www/scene.js COLORS), so a mesh pixel
-// is one whose red exceeds its blue by WARM or more — their fraction of the
-// rect and their bounding box relative to the rect.
+// meshStats(img, rect, kind): inside rect (the canvas, in image pixels) the
+// pixels of a mesh — the viewer draws the first mesh in a warm clay colour
+// and a second one (a garment on its body, a retarget target beside its
+// source) in blue, on a neutral background, grid and shadow
+// (server/www/scene.js COLORS), so a pixel of the first mesh (kind 'warm',
+// the default) is one whose red exceeds its blue by WARM or more, and one of
+// the second (kind 'cool') one whose blue exceeds its red by COOL or more —
+// their fraction of the rect and their bounding box relative to the rect.
 'use strict';
 const zlib = require('zlib');
 
 const WARM = 30;
+const COOL = 40;
 
 function decodePng(buf) {
   const sig = [137, 80, 78, 71, 13, 10, 26, 10];
@@ -77,7 +81,9 @@ function decodePng(buf) {
 }
 
 // rect: {x, y, width, height} in image pixels (rounded inwards)
-function meshStats(img, rect) {
+function meshStats(img, rect, kind = 'warm') {
+  if (kind !== 'warm' && kind !== 'cool') throw new Error(`meshStats: kind ${kind}`);
+  const cool = kind === 'cool';
   const x0 = Math.ceil(rect.x), y0 = Math.ceil(rect.y);
   const x1 = Math.min(img.width, Math.floor(rect.x + rect.width));
   const y1 = Math.min(img.height, Math.floor(rect.y + rect.height));
@@ -86,7 +92,7 @@ function meshStats(img, rect) {
   for (let y = y0; y < y1; y++) {
     for (let x = x0; x < x1; x++) {
       const i = (y * img.width + x) * 4;
-      if (img.rgba[i] - img.rgba[i + 2] >= WARM) {
+      if (cool ? img.rgba[i + 2] - img.rgba[i] >= COOL : img.rgba[i] - img.rgba[i + 2] >= WARM) {
         n++;
         if (x < bx0) bx0 = x;
         if (x > bx1) bx1 = x;
@@ -128,4 +134,4 @@ function changedFraction(a, b, rect) {
   return n / ((x1 - x0) * (y1 - y0));
 }
 
-module.exports = { decodePng, meshStats, inFrame, changedFraction, WARM };
+module.exports = { decodePng, meshStats, inFrame, changedFraction, WARM, COOL };
