@@ -1,7 +1,7 @@
 /* bench_rigapprox.c — `make bench-rigapprox`: served throughput of a rigapprox
  * model and the cost of its reconstruction, side by side in one run.
  *
- *   build/bench/bench_rigapprox MODEL.safetensors [--dump FOLDED.safetensors]
+ *   build/bench/bench_rigapprox MODEL.safetensors [--dump FOLDED.safetensors | --served-only]
  *
  * Prints, all on one OpenBLAS thread (the daemon's setting):
  *  1. poses/s through df_model_evaluate (the served path) at batch 1, 8, 32,
@@ -22,6 +22,7 @@
  *     matrices; at batch 1 sgemv + df_matvec3_add, as served) on this
  *     model's mesh and on grid meshes of 1k-20k vertices (P = 5 %, A = 2 %
  *     of V) — the crossover;
+ *  --served-only repeats only the dense served throughput (OURS_B lines);
  *  4. --dump writes the folded model (G, H, g0 + networks) for the PyTorch
  *     side (bench/bench_rigapprox_torch.py), so both run the same weights.
  */
@@ -197,6 +198,7 @@ int main(int argc, char **argv)
     }
     openblas_set_num_threads(1);
     const char *path = argv[1], *dump = argc > 3 && !strcmp(argv[2], "--dump") ? argv[3] : NULL;
+    int served_only = argc > 2 && !strcmp(argv[2], "--served-only");
     df_error_t err;
     df_st_t *st = NULL;
     if (df_st_open(path, NULL, &st, &err)) { fprintf(stderr, "%s\n", err.msg); return 1; }
@@ -241,6 +243,21 @@ int main(int argc, char **argv)
             }
             memcpy(world + (p * J + j) * 12, inv, sizeof inv);
         }
+    if (served_only) { /* a repeat of the served throughput only (bench/run_rigapprox.sh) */
+        df_model_t *mo = NULL;
+        if (df_model_open(path, "rigapprox", "{\"reconstruction\":\"dense\"}", NULL, &mo, &err)) {
+            fprintf(stderr, "%s\n", err.msg);
+            return 1;
+        }
+        int Bs1[4] = {1, 8, 32, 128};
+        for (int i = 0; i < 4; i++) printf("OURS_B%d %.1f\n", Bs1[i], served(mo, Bs1[i], world, ctl, V, 1.0));
+        df_model_unref(&mo);
+        free(world);
+        free(ctl);
+        df_ramodel_release(&m);
+        df_st_close(&st);
+        return 0;
+    }
     double bw = triad_gbs(), bw_read = 0, bw_warm = 0;
     const char *modes[2] = {"{\"reconstruction\":\"dense\"}", "{\"reconstruction\":\"sparse\"}"};
     double ps[2][4];
