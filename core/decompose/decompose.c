@@ -568,8 +568,10 @@ void df_decompose_reconstruct(const df_decompose_result_t *r, float *out)
         }
 }
 
-/* cof(L)/|det L|: L^{-T} with the orientation of the cross product (a
- * reflection flips the normal as it flips the triangles' winding). */
+/* cof(L)/|det L|^(1/3): L^{-T} with the orientation of the cross product
+ * (a reflection flips the normal as it flips the triangles' winding),
+ * scaled to equal L for a rotation times a uniform scale, as the `rigged`
+ * kind's normal matrices (rigged_eval.c). */
 static void normal_matrix(const float *m /* 3x4 row-major */, double N[9])
 {
     double a = m[0], b = m[1], c = m[2], d = m[4], e = m[5], f = m[6], g = m[8], h = m[9],
@@ -578,7 +580,7 @@ static void normal_matrix(const float *m /* 3x4 row-major */, double N[9])
                    c * h - b * i, a * i - c * g, b * g - a * h,
                    b * f - c * e, c * d - a * f, a * e - b * d};
     double det = a * C[0] + b * C[1] + c * C[2];
-    double s = fabs(det) > 1e-30 ? 1.0 / fabs(det) : 1.0;
+    double s = fabs(det) > 1e-30 ? 1.0 / cbrt(fabs(det)) : 1.0;
     for (int q = 0; q < 9; q++) N[q] = C[q] * s;
 }
 

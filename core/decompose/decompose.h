@@ -176,10 +176,11 @@ void df_decompose_reconstruct(const df_decompose_result_t *r,
                               float *out /* OUT [F,N,3] */);
 
 /* Vertex normals of the fit for every frame into out [F,N,3] (unit, or 0
- * where undefined): n'_i = normalise(Σ_j w_ij N_j^p n_i) with N = L^{-T}
- * of the bone's linear part (computed as cof(L)/|det L|, so a reflection
- * turns the normal the way the triangles' winding turns): L itself for
- * rigid bones, R/s for trs, the inverse transpose for affine ones.
+ * where undefined): n'_i = normalise(Σ_j w_ij N_j^p n_i) with the bone's
+ * normal matrix N = cof(L)/|det L|^(1/3) of its linear part L: the inverse
+ * transpose up to a positive factor (a reflection turns the normal the way
+ * the triangles' winding turns), scaled so that N = L for rigid and trs
+ * bones. The `rigged` kind serves the same normals for the written model.
  * rest_normals [N,3]: unit normals of the rest pose. */
 void df_decompose_reconstruct_normals(const df_decompose_result_t *r,
                                       const float *rest_normals,

@@ -17,6 +17,9 @@
  *     Poses without weights read the rest positions directly;
  *  3. per pose: FK (world_j = world_parent * T R S), skin matrices
  *     S_j = world_j * inverse_bind_j, then the LBS or DQS kernel (skin.c).
+ *     LBS normals: the kernel's blended linear part when every joint is a
+ *     rotation times a uniform scale; otherwise per-joint normal matrices
+ *     (cofactors, normal_matrices) blended by a second kernel pass.
  * Scratch holds everything (morph results, weight matrix, joint data); the
  * function allocates nothing.
  */
@@ -339,6 +342,49 @@ static int dqs_prepare(const df__rig_t *r, const float *skin, float *dq,
     return any;
 }
 
+/* Normal matrices of one pose's joints for LBS. Returns 0 when every
+ * joint's linear part L is a rotation times a positive uniform scale
+ * (L^T L = s^2 I, det > 0, to float round-off): then the blended L turns
+ * normals as well as any normal matrix would (for L = sR, cof(L)/|det L|^(1/3)
+ * = L), and the skinning kernel blends L for both. Otherwise writes, in
+ * skin-matrix layout with a zero translation, N_j = cof(L_j)/|det L_j|^(1/3)
+ * = sign(det) |det|^(2/3) L_j^{-T}: the inverse transpose (a face's cross
+ * product moves by cof(L), so a reflection flips the normal as it flips the
+ * winding), scaled to equal L_j for rotations times a scale so that both
+ * paths agree where both apply. Returns 1. */
+static int normal_matrices(const df__rig_t *r, const float *skin, float *nm)
+{
+    int64_t j = 0;
+    for (; j < r->J; j++) {
+        const float *s = skin + 12 * j;
+        float L[9];
+        df_m34_linear(s, L);
+        float g[9], tr = 0, dev = 0;
+        for (int a = 0; a < 3; a++)
+            for (int c = 0; c < 3; c++)
+                g[3 * a + c] = L[a] * L[c] + L[3 + a] * L[3 + c] + L[6 + a] * L[6 + c];
+        tr = (g[0] + g[4] + g[8]) / 3;
+        for (int q = 0; q < 9; q++) dev = fmaxf(dev, fabsf(g[q] - (q % 4 == 0 ? tr : 0.0f)));
+        if (!(tr > 0 && dev <= 1e-5f * tr && df_m33_det(L) > 0)) break;
+    }
+    if (j == r->J) return 0;
+    for (j = 0; j < r->J; j++) {
+        const float *s = skin + 12 * j;
+        double a = s[0], b = s[1], c = s[2], d = s[4], e = s[5], f = s[6], g = s[8], h = s[9],
+               i = s[10];
+        double C[9] = {e * i - f * h, f * g - d * i, d * h - e * g,
+                       c * h - b * i, a * i - c * g, b * g - a * h,
+                       b * f - c * e, c * d - a * f, a * e - b * d};
+        double det = a * C[0] + b * C[1] + c * C[2];
+        double k = fabs(det) > 1e-30 ? 1.0 / cbrt(fabs(det)) : 1.0; /* singular: cof */
+        float m[12] = {(float)(C[0] * k), (float)(C[1] * k), (float)(C[2] * k), 0,
+                       (float)(C[3] * k), (float)(C[4] * k), (float)(C[5] * k), 0,
+                       (float)(C[6] * k), (float)(C[7] * k), (float)(C[8] * k), 0};
+        df__skin_pack(m, nm + 16 * j);
+    }
+    return 1;
+}
+
 /* C[:, 0..nm) = A (3N x M1, the load-time layout) x W (M1 x nm). Wt:
  * scratch for the packed kernel's regrouped weights. */
 static void morph_gemm(const float *A, size_t N3, size_t M1, const float *W, int nm,
@@ -498,7 +544,16 @@ int df__rig_evaluate(const df_model_t *m, const df_batch_t *b, void *scratch,
         if (!use_dqs) {
             for (size_t j = 0; j < J; j++)
                 df__skin_pack(skin + 12 * j, packed + 16 * j);
-            df__skin_lbs(&r->skin, packed, src, nin, op, on);
+            if (on && normal_matrices(r, skin, lin)) {
+                /* non-rigid joints: positions with the blended L, normals
+                 * with the blended normal matrices (the kernel's "points"
+                 * pass, zero translations), then unit length */
+                df__skin_lbs(&r->skin, packed, src, NULL, op, NULL);
+                df__skin_lbs(&r->skin, lin, nin, NULL, on, NULL);
+                normalize3(on, (size_t)r->N);
+            } else {
+                df__skin_lbs(&r->skin, packed, src, nin, op, on);
+            }
         } else {
             int any = dqs_prepare(r, skin, dq, lin);
             df__skin_dqs(&r->skin, dq, any ? lin : NULL, src, nin, op, on);

@@ -11,7 +11,7 @@
  *    fitted linear part is (a rotation, a positive multiple of one);
  *  - normals against normals recomputed from the fitted positions (an
  *    affine bone moves every face's cross product by cof(L)), and against
- *    the `rigged` kind's skinned normals for rigid bones.
+ *    the `rigged` kind's skinned normals for each transform model.
  */
 #include "decompose/decompose.h"
 #include "decompose/decompose_internal.h"
@@ -424,17 +424,19 @@ static void test_normals_inverse_transpose(void)
     free_seq(&s);
 }
 
-/* For rigid bones the normal matrix is the rotation itself: the rigged
- * kind's skinned normals of the exported model (Σ w R n, normalised) are
- * ours. */
-static void test_rigid_normals_match_served(void)
+/* The rigged kind's skinned normals of the exported model are ours for
+ * every transform model: for rigid bones the normal matrix is the rotation
+ * itself (Σ w R n, normalised), for trs and affine bones the served path
+ * blends the same cof(L)/|det L|^(1/3). */
+static void normals_match_served(int kind)
 {
     seq_t s;
-    make_tube(&s, 24, 10, 4, 8, 0.8, 0);
-    df_decompose_result_t *r = fit(&s, 4, 3, DF_DECOMPOSE_RIGID, 5);
+    make_tube(&s, 24, 10, 4, 8, 0.8, kind == DF_DECOMPOSE_RIGID ? 0 : 0.2);
+    df_decompose_result_t *r = fit(&s, 4, 3, kind, 5);
     const char *dir = getenv("DF_TEST_OUT");
     char path[1024];
-    snprintf(path, sizeof path, "%s/decompose_rigid_normals.safetensors", dir ? dir : "/tmp");
+    snprintf(path, sizeof path, "%s/decompose_%s_normals.safetensors", dir ? dir : "/tmp",
+             df_decompose_transforms_name(kind));
     df_error_t err = {0};
     df_model_t *m = NULL;
     if (r && df_decompose_write_model(r, s.T, s.tris, NULL, "fit", path, &err) == DF_OK)
@@ -460,14 +462,26 @@ static void test_rigid_normals_match_served(void)
             DF_CHECK(df_model_evaluate(m, &b, sc, &err) == DF_OK);
             for (int64_t q = 0; q < N * 3; q++) worst = fmax(worst, fabs(nrm[q] - fn[p * N * 3 + q]));
         }
-        fprintf(stderr, "rigid normals: max |served - ours| %.3g\n", worst);
+        double dev, mdet;
+        linear_parts(r, 0, &dev, &mdet);
+        fprintf(stderr, "%s normals: max |served - ours| %.3g; linear parts max |LᵀL/s² - I| %.2g\n",
+                df_decompose_transforms_name(kind), worst, dev);
         DF_CHECK(worst < 1e-5);
+        /* affine: the served path's normal matrices are exercised */
+        if (kind == DF_DECOMPOSE_AFFINE) DF_CHECK_MSG(dev > 1e-3, "affine bones %g from similarities", dev);
         df_scratch_free(&sc);
         free(rn); free(fn); free(pos); free(nrm);
         df_model_unref(&m);
     }
     df_decompose_result_free(&r);
     free_seq(&s);
+}
+
+static void test_normals_match_served(void)
+{
+    normals_match_served(DF_DECOMPOSE_RIGID);
+    normals_match_served(DF_DECOMPOSE_TRS);
+    normals_match_served(DF_DECOMPOSE_AFFINE);
 }
 
 int main(void)
@@ -477,6 +491,6 @@ int main(void)
     DF_RUN(test_rigid_recovers_rigid_rig);
     DF_RUN(test_trs_recovers_scaled_rig);
     DF_RUN(test_normals_inverse_transpose);
-    DF_RUN(test_rigid_normals_match_served);
+    DF_RUN(test_normals_match_served);
     return dftest_exit();
 }

@@ -275,6 +275,24 @@ static int eval(df_model_t *m, int B, const float **w, const float **rot,
     return df_model_evaluate(m, &b, sc, err);
 }
 
+/* The normal matrix of a joint with linear part L (rows of stride st):
+ * cof(L)/|det L|^(1/3), the inverse transpose scaled to equal L for a
+ * rotation times a scale (the rigged kind's normals, docs/rigged.md). */
+static void ref_normal_matrix(const double *m, int st, double N[9])
+{
+    double a = m[0], b = m[1], c = m[2], d = m[st], e = m[st + 1], f = m[st + 2],
+           g = m[2 * st], h = m[2 * st + 1], i = m[2 * st + 2];
+    double C[9] = {e * i - f * h, f * g - d * i, d * h - e * g, c * h - b * i, a * i - c * g,
+                   b * g - a * h, b * f - c * e, c * d - a * f, a * e - b * d};
+    double k = 1.0 / cbrt(fabs(a * C[0] + b * C[1] + c * C[2]));
+    for (int q = 0; q < 9; q++) N[q] = C[q] * k;
+}
+
+/* 1: ref_lbs turns normals by the blended L, as the skinning kernels do
+ * (the rigged kind passes them its normal matrices when a joint is not a
+ * rotation times a scale). */
+static int ref_kernel_normals;
+
 /* Naive LBS in double from the file data: positions (morphed by w) and
  * normals. skin[j] = world[j] * ibm[j]. */
 static void ref_lbs(const df_rigged_data_t *d, const double *world,
@@ -302,11 +320,14 @@ static void ref_lbs(const df_rigged_data_t *d, const double *world,
         for (int64_t k = 0; k < K; k++) {
             double wk = d->skin_weights[v * K + k] / sum;
             const double *sm = S + 12 * d->skin_joints[v * K + k];
+            double nm[9];
+            ref_normal_matrix(sm, 4, nm);
+            for (int q = 0; ref_kernel_normals && q < 9; q++) nm[q] = sm[4 * (q / 3) + q % 3];
             for (int r = 0; r < 3; r++) {
                 o[r] += wk * (sm[4 * r] * p[0] + sm[4 * r + 1] * p[1] +
                               sm[4 * r + 2] * p[2] + sm[4 * r + 3]);
-                on[r] += wk * (sm[4 * r] * n[0] + sm[4 * r + 1] * n[1] +
-                               sm[4 * r + 2] * n[2]);
+                on[r] += wk * (nm[3 * r] * n[0] + nm[3 * r + 1] * n[1] +
+                               nm[3 * r + 2] * n[2]);
             }
         }
         double l = sqrt(on[0] * on[0] + on[1] * on[1] + on[2] * on[2]);
@@ -650,6 +671,9 @@ static void test_lbs_vs_naive_k1_to_8(void)
         memcpy(pin, s.d.positions, N * 12);
         memcpy(nin, s.d.normals, N * 12);
         /* every compiled kernel (scalar fallback, AVX2, AVX-512) agrees */
+        ref_kernel_normals = 1;
+        ref_lbs(&s.d, world, NULL, rp, rn);
+        ref_kernel_normals = 0;
         for (int impl = 0; impl < 3; impl++) {
             memset(pos2, 0, N * 12);
             memset(nrm, 0, N * 12);

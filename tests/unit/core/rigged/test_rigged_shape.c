@@ -129,6 +129,19 @@ static void fk(const src_t *s, const float *rot, const float *tr, const float *b
     }
 }
 
+/* The normal matrix of a joint with linear part L (rows of stride st):
+ * cof(L)/|det L|^(1/3), the inverse transpose scaled to equal L for a
+ * rotation times a scale (the rigged kind's normals, docs/rigged.md). */
+static void ref_normal_matrix(const double *m, int st, double N[9])
+{
+    double a = m[0], b = m[1], c = m[2], d = m[st], e = m[st + 1], f = m[st + 2],
+           g = m[2 * st], h = m[2 * st + 1], i = m[2 * st + 2];
+    double C[9] = {e * i - f * h, f * g - d * i, d * h - e * g, c * h - b * i, a * i - c * g,
+                   b * g - a * h, b * f - c * e, c * d - a * f, a * e - b * d};
+    double k = 1.0 / cbrt(fabs(a * C[0] + b * C[1] + c * C[2]));
+    for (int q = 0; q < 9; q++) N[q] = C[q] * k;
+}
+
 static void reference(const src_t *s, const float *w, const float *beta, const float *rot,
                       const float *tr, double *pos, double *nrm)
 {
@@ -163,9 +176,11 @@ static void reference(const src_t *s, const float *w, const float *beta, const f
         for (int64_t k = 0; k < K; k++) {
             double wk = d->skin_weights[v * K + k];
             const double *m = Sk + 16 * d->skin_joints[v * K + k];
+            double nm[9];
+            ref_normal_matrix(m, 4, nm);
             for (int r = 0; r < 3; r++) {
                 o[r] += wk * (m[4 * r] * p[0] + m[4 * r + 1] * p[1] + m[4 * r + 2] * p[2] + m[4 * r + 3]);
-                on[r] += wk * (m[4 * r] * n[0] + m[4 * r + 1] * n[1] + m[4 * r + 2] * n[2]);
+                on[r] += wk * (nm[3 * r] * n[0] + nm[3 * r + 1] * n[1] + nm[3 * r + 2] * n[2]);
             }
         }
         double l = sqrt(on[0] * on[0] + on[1] * on[1] + on[2] * on[2]);
