@@ -6,7 +6,9 @@
  * batching knobs and characters) and numeric version directories. Loading
  * tries versions from the highest down and keeps the first that validates,
  * so a corrupt upload of a new version never takes a model down: its error
- * is reported in *skipped and the previous version keeps serving. The
+ * is reported in *skipped and the previous version keeps serving. Running
+ * out of memory is not a property of a version: it fails the load (DF_ENOMEM)
+ * instead of falling back to an older version. The
  * config parser ignores unknown keys (forward compatibility) but refuses
  * known keys of the wrong type or range, naming the key.
  */
@@ -351,16 +353,19 @@ static int cmp_ver_desc(const void *a, const void *b)
     return x < y ? 1 : x > y ? -1 : 0;
 }
 
-static void append(char **s, const char *line)
+/* Appends line and a newline to *s (s may be NULL: nothing to do).
+ * Returns DF_OK or DF_ENOMEM (*s unchanged). */
+static int append(char **s, const char *line)
 {
-    if (!s) return;
+    if (!s) return DF_OK;
     size_t a = *s ? strlen(*s) : 0, b = strlen(line);
     char *n = realloc(*s, a + b + 2);
-    if (!n) return;
+    if (!n) return DF_ENOMEM;
     memcpy(n + a, line, b);
     n[a + b] = '\n';
     n[a + b + 1] = 0;
     *s = n;
+    return DF_OK;
 }
 
 /* df_repo_load with the model's configuration given as JSON text instead
@@ -427,14 +432,24 @@ int df__repo_load_with(const char *repo, const char *name, const char *config_te
             !is_dir(vp))
             continue;
         if (nv == cap) {
-            cap = cap ? 2 * cap : 8;
-            int64_t *n2 = realloc(vers, cap * sizeof *n2);
-            if (!n2) break;
+            size_t nc = cap ? 2 * cap : 8;
+            int64_t *n2 = realloc(vers, nc * sizeof *n2);
+            if (!n2) {
+                rc = DF_ENOMEM;
+                break;
+            }
             vers = n2;
+            cap = nc;
         }
         vers[nv++] = strtoll(s, NULL, 10);
     }
     closedir(d);
+    if (rc) {
+        free(vers);
+        df_model_config_free(&cfg);
+        return df_error_set(err, rc, "model '%s': out of memory listing the versions in %s",
+                            name, dir);
+    }
     if (nv) qsort(vers, nv, sizeof *vers, cmp_ver_desc);
 
     df_model_t *m = NULL;
@@ -446,11 +461,24 @@ int df__repo_load_with(const char *repo, const char *name, const char *config_te
                  (long long)vers[i]);
         df_error_t e = {0};
         int r = df_model_open(path, cfg.kind, cfg.params_json, lim, &m, &e);
+        if (r == DF_ENOMEM) {
+            /* says nothing about the version: an older one is no answer */
+            rc = df_error_set(err, r, "model '%s' version %lld: %.400s", name,
+                              (long long)vers[i], e.msg);
+            free(vers);
+            df_model_config_free(&cfg);
+            return rc;
+        }
         if (r) {
             char line[700];
             snprintf(line, sizeof line, "%s version %lld skipped: %s", name,
                      (long long)vers[i], e.msg);
-            append(skipped, line);
+            if (append(skipped, line)) {
+                free(vers);
+                df_model_config_free(&cfg);
+                return df_error_set(err, DF_ENOMEM, "model '%s': out of memory recording "
+                                    "the skipped versions", name);
+            }
             if (last_rc == DF_ENOTFOUND && first.code == 0) first = e;
             last_rc = r;
             m = NULL;

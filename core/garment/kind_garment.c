@@ -600,27 +600,29 @@ static int g_load(df_model_t *m, const df_st_t *st, const char *params, const df
 
     /* ---- mesh, names, inputs, outputs */
     if ((rc = df__model_set_mesh(m, G, tp->data, g->T, (const uint32_t *)tri)))
-        return E(rc, "cannot store the mesh");
+        return E(rc, "cannot store the mesh: %s", df_strerror(rc));
     const char *const *names;
     size_t nn = df_model_names(b, "joints", &names);
-    if ((rc = df__model_set_names(m, "joints", nn, names))) return E(rc, "names");
+    if ((rc = df__model_set_names(m, "joints", nn, names)))
+        return E(rc, "cannot register joint names: %s", df_strerror(rc));
     if (S > 0) {
         nn = df_model_names(b, "shapes", &names);
-        if ((rc = df__model_set_names(m, "shapes", nn, names))) return E(rc, "names");
+        if ((rc = df__model_set_names(m, "shapes", nn, names)))
+            return E(rc, "cannot register shape names: %s", df_strerror(rc));
     }
     int64_t shp[2];
     if (S > 0) {
         shp[0] = S;
         g->in_shape = m->n_inputs;
         if ((rc = df__model_add_input(m, "shape", 1, shp, 1, NULL)))
-            return E(rc, "cannot add input 'shape'");
+            return E(rc, "cannot add input 'shape': %s", df_strerror(rc));
     }
     shp[0] = J;
     shp[1] = 4;
     g->in_rot = m->n_inputs;
     if ((rc = df__model_add_input(m, "joint_rotations", 2, shp, 1,
                                   df_model_input_default(b, g->b_in_rot))))
-        return E(rc, "cannot add input 'joint_rotations'");
+        return E(rc, "cannot add input 'joint_rotations': %s", df_strerror(rc));
     float *none = xalloc((size_t)g->nstate);
     if (!none) return E(DF_ENOMEM, "out of memory");
     for (int64_t i = 0; i < g->nstate; i++) none[i] = -1.0f; /* no previous frame */
@@ -628,18 +630,23 @@ static int g_load(df_model_t *m, const df_st_t *st, const char *params, const df
     g->in_state = m->n_inputs;
     rc = df__model_add_input(m, "state", 1, shp, 1, none);
     free(none);
-    if (rc) return E(rc, "cannot add input 'state'");
+    if (rc) return E(rc, "cannot add input 'state': %s", df_strerror(rc));
     int64_t sg3[2] = {G, 3}, sb3[2] = {g->Nb, 3}, ss[1] = {g->nstate};
     g->out_pos = m->n_outputs;
-    if ((rc = df__model_add_output(m, "positions", 2, sg3))) return E(rc, "outputs");
+    if ((rc = df__model_add_output(m, "positions", 2, sg3)))
+        return E(rc, "cannot add outputs: %s", df_strerror(rc));
     g->out_nrm = m->n_outputs;
-    if ((rc = df__model_add_output(m, "normals", 2, sg3))) return E(rc, "outputs");
+    if ((rc = df__model_add_output(m, "normals", 2, sg3)))
+        return E(rc, "cannot add outputs: %s", df_strerror(rc));
     g->out_bpos = m->n_outputs;
-    if ((rc = df__model_add_output(m, "body_positions", 2, sb3))) return E(rc, "outputs");
+    if ((rc = df__model_add_output(m, "body_positions", 2, sb3)))
+        return E(rc, "cannot add outputs: %s", df_strerror(rc));
     g->out_bnrm = m->n_outputs;
-    if ((rc = df__model_add_output(m, "body_normals", 2, sb3))) return E(rc, "outputs");
+    if ((rc = df__model_add_output(m, "body_normals", 2, sb3)))
+        return E(rc, "cannot add outputs: %s", df_strerror(rc));
     g->out_state = m->n_outputs;
-    if ((rc = df__model_add_output(m, "state", 1, ss))) return E(rc, "outputs");
+    if ((rc = df__model_add_output(m, "state", 1, ss)))
+        return E(rc, "cannot add outputs: %s", df_strerror(rc));
 
     /* clips: the body's */
     if (b->n_clips) {
@@ -648,7 +655,8 @@ static int g_load(df_model_t *m, const df_st_t *st, const char *params, const df
         memcpy(m->clips, b->clips, b->n_clips * sizeof *m->clips); /* names/times owned by body */
         m->n_clips = b->n_clips;
         nn = df_model_names(b, "clips", &names);
-        if ((rc = df__model_set_names(m, "clips", nn, names))) return E(rc, "names");
+        if ((rc = df__model_set_names(m, "clips", nn, names)))
+            return E(rc, "cannot register clip names: %s", df_strerror(rc));
     }
     return DF_OK;
 }

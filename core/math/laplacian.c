@@ -299,7 +299,8 @@ int df_lap_fold(const df_lap_t *l, int m, const float *U, float *G, float *H,
     double *z = malloc(sizeof(double) * n * (cols ? cols : 1));
     if (!b || !z) {
         free(b), free(z);
-        return df_error_set(err, DF_ENOMEM, "laplacian fold: %lld x %lld doubles", (long long)n, (long long)cols);
+        return df_error_set(err, DF_ENOMEM, "laplacian fold: out of memory for %lld x %lld doubles",
+                            (long long)n, (long long)cols);
     }
     if (m > 0 && U && G) {
         for (int64_t v = 0; v < n; v++) {

@@ -414,7 +414,8 @@ static int rt_load(df_model_t *m, const df_st_t *st, const char *params,
                                     "and %zu)", sn[i], j, i);
     }
     r->Ms = (int64_t)ns;
-    if (!rc) rc = df__model_set_names(m, "controls", ns, (const char *const *)sn);
+    if (!rc && (rc = df__model_set_names(m, "controls", ns, (const char *const *)sn)))
+        rc = E_(rc, "cannot register the source control names: %s", df_strerror(rc));
     if (!rc) rc = load_markers(r, st, (const char *const *)sn, err);
     for (size_t i = 0; i < ns; i++) free(sn[i]);
     free(sn);
@@ -437,16 +438,16 @@ static int rt_load(df_model_t *m, const df_st_t *st, const char *params,
     if ((rc = df__model_set_names(m, "morphs", ntn, tn)) ||
         (rc = df__model_set_mesh(m, t->n_vertices, t->rest_positions, t->n_triangles,
                                  t->triangles)))
-        return E_(rc, "cannot store the target's names and mesh");
+        return E_(rc, "cannot store the target's names and mesh: %s", df_strerror(rc));
     int64_t shp[2] = {r->Ms, 3};
     r->in_w = m->n_inputs;
     if ((rc = df__model_add_input(m, "source_weights", 1, shp, 1, NULL)))
-        return E_(rc, "cannot add input 'source_weights'");
+        return E_(rc, "cannot add input 'source_weights': %s", df_strerror(rc));
     if (r->K > 0) {
         shp[0] = r->K;
         r->in_mk = m->n_inputs;
         if ((rc = df__model_add_input(m, "markers", 2, shp, 1, r->rest)))
-            return E_(rc, "cannot add input 'markers'");
+            return E_(rc, "cannot add input 'markers': %s", df_strerror(rc));
     }
     shp[0] = r->N;
     shp[1] = 3;

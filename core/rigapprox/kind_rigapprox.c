@@ -118,7 +118,9 @@ static int ra_load(df_model_t *mo, const df_st_t *st_in, const char *params_json
         int64_t sc[1] = {C};
         rc = df__model_add_input(mo, "controls", 1, sc, 1, def);
         free(def);
-        if (rc) return df_error_set(err, rc, "rigapprox: cannot add input");
+        if (rc)
+            return df_error_set(err, rc, "rigapprox: cannot add input 'controls': %s",
+                                df_strerror(rc));
     }
     int64_t sj[2] = {J, 12}, sv[2] = {V, 3};
     if ((rc = df__model_add_input(mo, "joint_matrices", 2, sj, 1, r->rest_world)) ||
@@ -126,7 +128,7 @@ static int ra_load(df_model_t *mo, const df_st_t *st_in, const char *params_json
         (rc = df__model_set_mesh(mo, V, m->rest, m->nt, m->tris)) ||
         (rc = df__model_set_names(mo, "joints", (size_t)J, (const char *const *)m->joint_names)) ||
         (C && (rc = df__model_set_names(mo, "controls", (size_t)C, (const char *const *)m->control_names))))
-        return df_error_set(err, rc, "rigapprox: cannot describe the model");
+        return df_error_set(err, rc, "rigapprox: cannot describe the model: %s", df_strerror(rc));
 
     if (m->net) { /* batch 1 streams the packed copy once (nn.h); batch > 1 runs GEMMs on m->net */
         r->net_pk = aligned_alloc(64, (sizeof(float) * df_mlp_packed_floats(m->net) + 63) / 64 * 64);
@@ -155,7 +157,8 @@ static int ra_load(df_model_t *mo, const df_st_t *st_in, const char *params_json
             r->H = malloc(sizeof(float) * V * m->na);
             r->g0 = malloc(sizeof(float) * 3 * V);
             if (!r->G || !r->H || !r->g0)
-                return df_error_set(err, DF_ENOMEM, "rigapprox: dense reconstruction needs %.0f MB", mb);
+                return df_error_set(err, DF_ENOMEM, "rigapprox: out of memory for the dense "
+                                    "reconstruction (%.0f MB)", mb);
             /* basis [3V,P] is [V,3P] row-major: L_s acts on the vertex index */
             if ((rc = df_lap_fold(r->lap, (int)(3 * m->P), m->basis, r->G, r->H, err)) ||
                 (rc = df_lap_fold(r->lap, 3, m->basis_mean, r->g0, NULL, err)))

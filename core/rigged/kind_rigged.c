@@ -206,7 +206,7 @@ static int load_names(df_model_t *m, const df_st_t *st, const char *key,
     }
     rc = df__model_set_names(m, list, n, (const char *const *)names);
     free_names(names, n);
-    if (rc) return E(rc, "cannot register %s names", list);
+    if (rc) return E(rc, "cannot register %s names: %s", list, df_strerror(rc));
     return DF_OK;
 }
 
@@ -352,7 +352,7 @@ static int load_clips(df_model_t *m, df__rig_t *r, const df_st_t *st,
     for (size_t c = 0; c < n; c++) cn[c] = r->clips[c].name;
     rc = df__model_set_names(m, "clips", n, cn);
     free(cn);
-    if (rc) return E(rc, "cannot register clip names");
+    if (rc) return E(rc, "cannot register clip names: %s", df_strerror(rc));
     return DF_OK;
 }
 
@@ -497,7 +497,7 @@ static int rig_load(df_model_t *m, const df_st_t *st, const char *params_json,
         return E(DF_ELIMIT, "tensor 'shape_deltas': %lld shapes exceeds the limit %lld",
                  (long long)r->S, (long long)lim->max_morphs);
     if ((rc = df__model_set_mesh(m, N, tp->data, T, (const uint32_t *)tri)))
-        return E(rc, "cannot store the mesh");
+        return E(rc, "cannot store the mesh: %s", df_strerror(rc));
     r->rest = dupf(tp, 4);
     r->rest_nrm = xalloc((size_t)N * 3 + 4);
     if (!r->rest || !r->rest_nrm) return E(DF_ENOMEM, "out of memory");
@@ -665,13 +665,13 @@ static int rig_load(df_model_t *m, const df_st_t *st, const char *params_json,
         shp[0] = r->M;
         r->in_w = m->n_inputs;
         if ((rc = df__model_add_input(m, "weights", 1, shp, 1, NULL)))
-            return E(rc, "cannot add input 'weights'");
+            return E(rc, "cannot add input 'weights': %s", df_strerror(rc));
     }
     if (r->S > 0) {
         shp[0] = r->S;
         r->in_shape = m->n_inputs;
         if ((rc = df__model_add_input(m, "shape", 1, shp, 1, NULL)))
-            return E(rc, "cannot add input 'shape'");
+            return E(rc, "cannot add input 'shape': %s", df_strerror(rc));
     }
     if (J > 0) {
         float *world = xalloc((size_t)J * 12), *skin = xalloc((size_t)J * 12);
@@ -696,13 +696,13 @@ static int rig_load(df_model_t *m, const df_st_t *st, const char *params_json,
             rc = df__model_add_input(m, "joint_matrices", 2, shp, 1, world);
         free(world);
         free(skin);
-        if (rc) return E(rc, "cannot add joint inputs");
+        if (rc) return E(rc, "cannot add joint inputs: %s", df_strerror(rc));
     }
     shp[0] = N;
     shp[1] = 3;
     if ((rc = df__model_add_output(m, "positions", 2, shp)) ||
         (rc = df__model_add_output(m, "normals", 2, shp)))
-        return E(rc, "cannot add outputs");
+        return E(rc, "cannot add outputs: %s", df_strerror(rc));
     if ((rc = load_clips(m, r, st, lim, err))) return rc;
     return rest_pose_mesh(m, r, err);
 }
