@@ -433,6 +433,7 @@ function sliderRange(input) {
 function sliderGroups(meta) {
   const groups = [];
   for (const i of meta.inputs || []) {
+    if (i.name === 'state' && hasState(meta)) continue; // recurrent state, not a control
     const shape = (i.shape || []).filter((d, k) => !(k === 0 && d === -1));
     if (shape.length !== 1 || shape[0] < 1 || shape[0] > 64) continue;
     const n = shape[0];
