@@ -17,7 +17,8 @@
 //
 // Camera fitting (track): the camera looks at the mesh from a fixed
 // elevation, from the front-right (glTF characters face +Z), more from the
-// side when the mesh's bounding box is long front to back; the distance is
+// side when the mesh's bounding box is long front to back, nearly from the
+// front for meshes side by side; the distance is
 // the smallest at which every fitted point (the vertices, at most
 // MAX_FIT_POINTS of them) falls inside FILL of the view's half-height and
 // half-width, for the canvas's current aspect, and the target is shifted
@@ -42,8 +43,7 @@ import { OrbitControls } from './vendor/OrbitControls.js';
 // blue exceeds their red by less than 25).
 export const COLORS = {
   background: 0x23282f,
-  mesh: 0xd49a60,
-  parts: [0xd49a60, 0x3f7fe0],
+  parts: [0xd49a60, 0x3f7fe0], // clay, blue (viewer.css .swatch)
   grid: 0x3a414b, // every cell
   gridMajor: 0x56606d, // every GRID_MAJOR cells
 };
