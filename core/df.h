@@ -51,6 +51,7 @@ enum {
     DF_ESHUTDOWN = -10,   /* server stopping                               */
     DF_EINTERNAL = -11,   /* a bug or a library failure                    */
     DF_ENUMERIC = -12,    /* numerical failure (not positive definite...)  */
+    DF_EAUTH = -13,       /* missing or wrong credentials (server)         */
 };
 
 typedef struct df_error {

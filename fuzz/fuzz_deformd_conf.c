@@ -16,6 +16,7 @@
 #define df_config_load_file fz_config_load_file
 #define df_config_set fz_config_set
 #define df_config_finish fz_config_finish
+#define df_config_token_match fz_config_token_match
 #include "../server/config.c"
 
 #include <sys/mman.h>

@@ -26,6 +26,7 @@ static void reencode(const df_frame_t *f, const uint8_t *orig, size_t n)
     case DF_FT_RESULT: rc = df_frame_encode_result(f->h.id, &f->u.result, &fb.o, &err); break;
     case DF_FT_ERROR: rc = df_frame_encode_error(f->h.id, f->u.error.code, f->u.error.msg, &fb.o, &err); break;
     case DF_FT_INFO: rc = df_frame_encode_info(f->h.id, f->u.name, &fb.o, &err); break;
+    case DF_FT_AUTH: rc = df_frame_encode_auth(f->h.id, f->u.token, &fb.o, &err); break;
     default: rc = df_frame_encode_blob(f->h.id, f->h.type, f->u.blob.data, f->u.blob.len, &fb.o, &err); break;
     }
     if (rc != DF_OK) abort(); /* whatever decodes must encode */

@@ -60,6 +60,8 @@ const char *df_frame_type_name(int type)
     case DF_FT_ERROR: return "ERROR";
     case DF_FT_INFO: return "INFO";
     case DF_FT_INFO_RESULT: return "INFO_RESULT";
+    case DF_FT_AUTH: return "AUTH";
+    case DF_FT_AUTH_OK: return "AUTH_OK";
     default: return "?";
     }
 }
@@ -470,6 +472,26 @@ int df_frame_decode_info(const void *payload, size_t len,
     return rend(&r);
 }
 
+int df_frame_decode_auth(const void *payload, size_t len,
+                         char token[DF_FRAME_MAX_TOKEN + 1], df_error_t *err)
+{
+    rd_t r = {payload, len, 0, "AUTH", err};
+    uint16_t n;
+    int rc;
+    token[0] = 0;
+    if ((rc = r16(&r, &n, "token length"))) return rc;
+    if (n < 1 || n > DF_FRAME_MAX_TOKEN)
+        return df_error_set(err, n ? DF_ELIMIT : DF_EFORMAT, "AUTH token of %u bytes (1..%d)",
+                            n, DF_FRAME_MAX_TOKEN);
+    if ((rc = need(&r, n, "token"))) return rc;
+    if (memchr(r.p + r.off, 0, n))
+        return df_error_set(err, DF_EFORMAT, "AUTH token: NUL byte");
+    memcpy(token, r.p + r.off, n);
+    token[n] = 0;
+    r.off += n;
+    return rend(&r);
+}
+
 int df_frame_decode_info_result(const void *payload, size_t len,
                                 const uint8_t **json, size_t *json_len,
                                 df_error_t *err)
@@ -506,6 +528,13 @@ int df_frame_decode(const void *buf, size_t len, uint32_t max_payload,
     case DF_FT_RESULT: return df_frame_decode_result(pl, n, &out->u.result, err);
     case DF_FT_ERROR: return df_frame_decode_error(pl, n, &out->u.error, err);
     case DF_FT_INFO: return df_frame_decode_info(pl, n, out->u.name, err);
+    case DF_FT_AUTH: return df_frame_decode_auth(pl, n, out->u.token, err);
+    case DF_FT_AUTH_OK:
+        if (n)
+            return df_error_set(err, DF_EFORMAT, "AUTH_OK payload of %zu bytes (must be empty)", n);
+        out->u.blob.data = pl;
+        out->u.blob.len = 0;
+        return DF_OK;
     case DF_FT_INFO_RESULT:
         return df_frame_decode_info_result(pl, n, &out->u.blob.data,
                                            &out->u.blob.len, err);
@@ -784,6 +813,8 @@ int df_frame_encode_blob(uint64_t id, int type, const void *data, size_t len,
         if (len > DF_FRAME_MAX_INFO_JSON)
             return df_error_set(err, DF_ELIMIT, "INFO_RESULT of %zu bytes", len);
         w32(&w, (uint32_t)len);
+    } else if (type == DF_FT_AUTH_OK) {
+        if (len) return df_error_set(err, DF_EINVAL, "AUTH_OK carries no payload");
     } else {
         return df_error_set(err, DF_EINVAL, "blob frame type 0x%x", type);
     }
@@ -800,3 +831,16 @@ int df_frame_encode_info(uint64_t id, const char *name, df_frame_out_t *o,
     return wend(&w);
 }
 
+int df_frame_encode_auth(uint64_t id, const char *token, df_frame_out_t *o,
+                         df_error_t *err)
+{
+    wr_t w;
+    size_t n = token ? strlen(token) : 0;
+    if (n < 1 || n > DF_FRAME_MAX_TOKEN)
+        return df_error_set(err, DF_EINVAL, "AUTH token of %zu bytes (1..%d)", n,
+                            DF_FRAME_MAX_TOKEN);
+    wbegin(&w, o, DF_FT_AUTH, id, err);
+    w16(&w, (uint16_t)n);
+    wbytes(&w, token, n);
+    return wend(&w);
+}

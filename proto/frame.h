@@ -45,6 +45,7 @@ extern "C" {
 #define DF_FRAME_MAX_PING 1024
 #define DF_FRAME_MAX_MSG 1024
 #define DF_FRAME_MAX_INFO_JSON (16u << 20)
+#define DF_FRAME_MAX_TOKEN 255 /* AUTH token bytes */
 /* Worst-case metadata bytes and segments an encoder needs. */
 #define DF_FRAME_META_MAX 8192
 #define DF_FRAME_MAX_SEGS (2 * DF_MAX_IO + 4)
@@ -57,6 +58,8 @@ typedef enum df_frame_type {
     DF_FT_ERROR = 0x0012,
     DF_FT_INFO = 0x0020,
     DF_FT_INFO_RESULT = 0x0021,
+    DF_FT_AUTH = 0x0030,       /* client -> server: string token */
+    DF_FT_AUTH_OK = 0x0031,    /* server -> client: empty payload */
 } df_frame_type_t;
 
 /* Output encodings on the wire (INFER.encoding, RESULT output encoding).
@@ -127,6 +130,7 @@ typedef struct df_frame {
         df_frame_result_t result;
         df_frame_errmsg_t error;
         char name[DF_NAME_MAX];          /* INFO */
+        char token[DF_FRAME_MAX_TOKEN + 1]; /* AUTH */
         struct {
             const uint8_t *data;         /* PING/PONG bytes, INFO_RESULT JSON */
             size_t len;                  /* borrowed from the payload */
@@ -161,6 +165,10 @@ int df_frame_decode_error(const void *payload, size_t len,
 /* INFO request: a string, possibly empty. */
 int df_frame_decode_info(const void *payload, size_t len,
                          char name[DF_NAME_MAX], df_error_t *err);
+/* AUTH: u16 n + n bytes of token (1..DF_FRAME_MAX_TOKEN, no NUL), copied
+ * NUL-terminated into token. */
+int df_frame_decode_auth(const void *payload, size_t len,
+                         char token[DF_FRAME_MAX_TOKEN + 1], df_error_t *err);
 /* INFO_RESULT: u32 n + n bytes of JSON (not NUL-terminated). */
 int df_frame_decode_info_result(const void *payload, size_t len,
                                 const uint8_t **json, size_t *json_len,
@@ -211,11 +219,15 @@ int df_frame_encode_result(uint64_t id, const df_frame_result_t *r,
 /* msg is truncated to DF_FRAME_MAX_MSG bytes. */
 int df_frame_encode_error(uint64_t id, int32_t code, const char *msg,
                           df_frame_out_t *o, df_error_t *err);
-/* PING, PONG (len <= DF_FRAME_MAX_PING) and INFO_RESULT (JSON). */
+/* PING, PONG (len <= DF_FRAME_MAX_PING), INFO_RESULT (JSON) and AUTH_OK
+ * (len 0). */
 int df_frame_encode_blob(uint64_t id, int type, const void *data, size_t len,
                          df_frame_out_t *o, df_error_t *err);
 int df_frame_encode_info(uint64_t id, const char *name /* "" = server */,
                          df_frame_out_t *o, df_error_t *err);
+/* AUTH with a token of 1..DF_FRAME_MAX_TOKEN bytes (copied into o->meta). */
+int df_frame_encode_auth(uint64_t id, const char *token, df_frame_out_t *o,
+                         df_error_t *err);
 
 /* Copy the segments into dst (o->total bytes). */
 void df_frame_flatten(const df_frame_out_t *o, void *dst);

@@ -3,8 +3,9 @@
  * DESIGN
  * A table maps each key to a field and a type (string, int, size, bool,
  * float) with bounds, so the file parser, the command line and the docs
- * agree on one list. Errors name the file, line and key. The token is read
- * from token_file by df_config_finish and never printed.
+ * agree on one list. Errors name the file, line and key. The tokens are
+ * read from token_file by df_config_finish and never printed (errors name
+ * the file and the line, not the token).
  */
 #include "config.h"
 #include <ctype.h>
@@ -165,6 +166,16 @@ int df_config_set(df_config_t *c, const char *key, const char *value,
         }
         return DF_OK;
     }
+    if (!strcmp(key, "auth")) {
+        if (!strcmp(value, "repository")) c->auth_all = 0;
+        else if (!strcmp(value, "all")) c->auth_all = 1;
+        else
+            return df_error_set(err, DF_EINVAL,
+                                "auth: expected 'repository' (a token for the repository API "
+                                "only) or 'all' (a token on every endpoint but health), got '%s'",
+                                value);
+        return DF_OK;
+    }
     if (!strcmp(key, "token"))
         return df_error_set(err, DF_EINVAL,
                             "token: put the token in a file and set token_file");
@@ -214,35 +225,92 @@ int df_config_load_file(df_config_t *c, const char *path, df_error_t *err)
     return rc;
 }
 
+/* token_file: one token per line; blank lines and lines starting with #
+ * are skipped. Every token is 8..255 printable characters without spaces.
+ * Errors name the file and the line, never the token. */
+static int read_tokens(df_config_t *c, df_error_t *err)
+{
+    FILE *f = fopen(c->token_file, "r");
+    if (!f)
+        return df_error_set(err, DF_EIO, "token_file %s: cannot open: %s", c->token_file,
+                            strerror(errno));
+    char line[1024];
+    int lineno = 0, rc = DF_OK;
+    while (fgets(line, sizeof line, f)) {
+        lineno++;
+        if (!strchr(line, '\n') && !feof(f)) {
+            rc = df_error_set(err, DF_ELIMIT, "token_file %s:%d: line longer than %zu bytes",
+                              c->token_file, lineno, sizeof line - 2);
+            break;
+        }
+        char *t = trim(line);
+        if (!*t || *t == '#') continue;
+        size_t n = strlen(t);
+        if (n < 8) {
+            rc = df_error_set(err, DF_EINVAL, "token_file %s:%d: a token must be at least 8 characters",
+                              c->token_file, lineno);
+            break;
+        }
+        if (n >= DF_TOKEN_MAX) {
+            rc = df_error_set(err, DF_ELIMIT, "token_file %s:%d: token longer than %d bytes",
+                              c->token_file, lineno, DF_TOKEN_MAX - 1);
+            break;
+        }
+        int bad = 0;
+        for (char *p = t; *p; p++) bad |= !isgraph((unsigned char)*p);
+        if (bad) {
+            rc = df_error_set(err, DF_EINVAL,
+                              "token_file %s:%d: a token has a space or a non-printable character",
+                              c->token_file, lineno);
+            break;
+        }
+        if (c->n_tokens >= DF_MAX_TOKENS) {
+            rc = df_error_set(err, DF_ELIMIT, "token_file %s:%d: more than %d tokens",
+                              c->token_file, lineno, DF_MAX_TOKENS);
+            break;
+        }
+        memset(c->tokens[c->n_tokens], 0, DF_TOKEN_MAX);
+        memcpy(c->tokens[c->n_tokens], t, n);
+        c->token_len[c->n_tokens] = (int)n;
+        c->n_tokens++;
+    }
+    if (ferror(f) && rc == DF_OK)
+        rc = df_error_set(err, DF_EIO, "token_file %s: read error", c->token_file);
+    fclose(f);
+    memset(line, 0, sizeof line);
+    if (rc == DF_OK && c->n_tokens == 0)
+        rc = df_error_set(err, DF_EINVAL, "token_file %s: no token in it (one per line; # comments)",
+                          c->token_file);
+    return rc;
+}
+
+int df_config_token_match(const df_config_t *c, const char *tok, size_t len)
+{
+    unsigned char a[DF_TOKEN_MAX];
+    memset(a, 0, sizeof a);
+    int len_ok = tok && len > 0 && len < DF_TOKEN_MAX;
+    if (len_ok) memcpy(a, tok, len);
+    unsigned found = 0;
+    for (int k = 0; k < c->n_tokens; k++) {
+        unsigned diff = (unsigned)c->token_len[k] ^ (unsigned)len;
+        for (size_t i = 0; i < DF_TOKEN_MAX; i++)
+            diff |= (unsigned)((unsigned char)c->tokens[k][i] ^ a[i]);
+        found |= (unsigned)(diff == 0);
+    }
+    memset(a, 0, sizeof a);
+    return len_ok && found;
+}
+
 int df_config_finish(df_config_t *c, df_error_t *err)
 {
-    c->token[0] = 0;
+    c->n_tokens = 0;
     if (c->token_file[0]) {
-        FILE *f = fopen(c->token_file, "r");
-        if (!f)
-            return df_error_set(err, DF_EIO, "token_file %s: cannot open: %s", c->token_file,
-                                strerror(errno));
-        char buf[512] = {0};
-        size_t n = fread(buf, 1, sizeof buf - 1, f);
-        fclose(f);
-        buf[n] = 0;
-        char *nl = strpbrk(buf, "\r\n");
-        if (nl) *nl = 0;
-        char *t = trim(buf);
-        if (strlen(t) < 8)
-            return df_error_set(err, DF_EINVAL,
-                                "token_file %s: token must be at least 8 characters",
-                                c->token_file);
-        if (strlen(t) >= sizeof c->token)
-            return df_error_set(err, DF_ELIMIT, "token_file %s: token longer than %zu bytes",
-                                c->token_file, sizeof c->token - 1);
-        for (char *p = t; *p; p++)
-            if (!isgraph((unsigned char)*p))
-                return df_error_set(err, DF_EINVAL,
-                                    "token_file %s: token has a non-printable character",
-                                    c->token_file);
-        strcpy(c->token, t);
+        int rc = read_tokens(c, err);
+        if (rc) return rc;
     }
+    if (c->auth_all && !c->n_tokens)
+        return df_error_set(err, DF_EINVAL,
+                            "auth = all needs token_file (the tokens clients must present)");
     if (!c->repository[0])
         return df_error_set(err, DF_EINVAL, "no repository: use --repository DIR");
     if (!c->batching) c->max_batch_size = 1;

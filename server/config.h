@@ -6,8 +6,10 @@
  * config file (--config FILE), then command-line options, so the command
  * line wins. Every key is documented in docs/configuration.md and
  * config/deformd.conf. The struct is immutable once the daemon starts and
- * every thread may read it. The bearer token is read from token_file and
- * kept only here; it is never logged.
+ * every thread may read it. The bearer tokens are read from token_file
+ * (one per line) and kept only here; they are never logged, and
+ * df_config_token_match compares a presented token with every one of them
+ * in constant time.
  */
 #ifndef DF_SERVER_CONFIG_H
 #define DF_SERVER_CONFIG_H
@@ -16,6 +18,8 @@
 #include <stdint.h>
 
 #define DF_PATH_MAX 1024
+#define DF_MAX_TOKENS 64   /* tokens in token_file */
+#define DF_TOKEN_MAX 256   /* bytes of one token, with its NUL */
 
 typedef struct df_config {
     char repository[DF_PATH_MAX]; /* model repository directory */
@@ -27,8 +31,15 @@ typedef struct df_config {
     int http_threads;             /* MHD threads, default 2 */
     int http_connection_memory;   /* MHD's per-connection pool (request line,
                                      headers, read/write buffers), default 16 KiB */
-    char token[256];              /* bearer token ("" = admin API disabled) */
+    char tokens[DF_MAX_TOKENS][DF_TOKEN_MAX]; /* bearer tokens, zero-padded
+                                   * (none = admin API disabled) */
+    int token_len[DF_MAX_TOKENS];
+    int n_tokens;
     char token_file[DF_PATH_MAX];
+    int auth_all;                 /* auth = all: every endpoint but health
+                                   * (and the socket's PING) needs a token;
+                                   * 0 (auth = repository): only the
+                                   * repository API */
     char www_dir[DF_PATH_MAX];    /* static files for /viewer/; "" by
                                    * default: deformd looks next to its
                                    * executable (<exe dir>/../server/www,
@@ -74,7 +85,11 @@ int df_config_load_file(df_config_t *c, const char *path, df_error_t *err);
  * them). */
 int df_config_set(df_config_t *c, const char *key, const char *value,
                   df_error_t *err);
-/* Read token_file into token (first line, trimmed); checks the rest. */
+/* Read token_file into tokens (one per line, # comments); checks the rest. */
 int df_config_finish(df_config_t *c, df_error_t *err);
+/* 1 when tok[0..len) equals one of the configured tokens. Compares with
+ * every token, each over DF_TOKEN_MAX bytes, whatever matches: the time
+ * does not depend on the token presented. */
+int df_config_token_match(const df_config_t *c, const char *tok, size_t len);
 
 #endif

@@ -109,6 +109,8 @@ struct df_http {
     int reaper_started;
     atomic_int reaper_stop;
     atomic_long timeouts;        /* connections closed by the read timeouts */
+    atomic_long auth_refused;    /* requests refused for want of a token (auth = all) */
+    _Atomic int64_t auth_log_ns; /* last log line about them */
 };
 
 enum route {
@@ -625,16 +627,153 @@ static enum MHD_Result h_index(req_t *q)
     return send_out(q, 200, "application/json");
 }
 
-static int token_ok(df_http_t *h, struct MHD_Connection *c)
+/* ---------------------------------------------------------------- auth */
+
+/* The bearer token of the Authorization header, checked against every
+ * configured token in constant time (config.c). */
+static int bearer_ok(df_http_t *h, struct MHD_Connection *c)
 {
     const char *a = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
     if (!a || strncasecmp(a, "Bearer ", 7)) return 0;
     a += 7;
-    const char *t = h->cfg->token;
-    size_t la = strlen(a), lt = strlen(t);
-    unsigned diff = (unsigned)(la ^ lt);
-    for (size_t i = 0; i < lt; i++) diff |= (unsigned)(t[i] ^ (i < la ? a[i] : 0));
-    return diff == 0;
+    while (*a == ' ') a++;
+    return df_config_token_match(h->cfg, a, strlen(a));
+}
+
+/* auth = all and the browser viewer: /viewer/?token=T (checked) sets the
+ * cookie deformd_token (HttpOnly, SameSite=Strict) and redirects to the
+ * same page without the token, so a browser's same-origin requests carry
+ * it from then on. The cookie holds the token percent-encoded (a token may
+ * hold characters a cookie value may not). */
+#define AUTH_COOKIE "deformd_token"
+
+static int hexval(char c);
+
+static int cookie_ok(df_http_t *h, struct MHD_Connection *c)
+{
+    const char *v = MHD_lookup_connection_value(c, MHD_COOKIE_KIND, AUTH_COOKIE);
+    if (!v) return 0;
+    char tok[DF_TOKEN_MAX];
+    size_t n = 0;
+    int bad = 0;
+    for (const char *p = v; *p && !bad; p++) {
+        int ch = (unsigned char)*p;
+        if (ch == '%') {
+            int hi = hexval(p[1]), lo = hi >= 0 ? hexval(p[2]) : -1;
+            if (lo < 0) { bad = 1; break; }
+            ch = hi * 16 + lo;
+            p += 2;
+        }
+        if (n + 1 >= sizeof tok) bad = 1;
+        else tok[n++] = (char)ch;
+    }
+    int ok = !bad && df_config_token_match(h->cfg, tok, n);
+    memset(tok, 0, sizeof tok);
+    return ok;
+}
+
+/* s percent-encoded (unreserved characters kept, and '/' when keep_slash) */
+static void pct_append_x(df_ks_buf_t *b, const char *s, int keep_slash)
+{
+    static const char hx[] = "0123456789ABCDEF";
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+            ch == '-' || ch == '.' || ch == '_' || ch == '~' || (keep_slash && ch == '/')) {
+            df_ks_buf_append(b, s, 1);
+        } else {
+            char e[3] = {'%', hx[ch >> 4], hx[ch & 15]};
+            df_ks_buf_append(b, e, 3);
+        }
+    }
+}
+
+static void pct_append(df_ks_buf_t *b, const char *s) { pct_append_x(b, s, 0); }
+
+/* the viewer's own query arguments (character, up, ...) survive the
+ * redirect; the token does not */
+static enum MHD_Result keep_arg(void *cls, enum MHD_ValueKind kind, const char *key,
+                                const char *value)
+{
+    df_ks_buf_t *b = cls;
+    (void)kind;
+    if (!key || !strcmp(key, "token")) return MHD_YES;
+    df_ks_buf_append(b, b->len && memchr(b->data, '?', b->len) ? "&" : "?", 1);
+    pct_append(b, key);
+    if (value) {
+        df_ks_buf_append(b, "=", 1);
+        pct_append(b, value);
+    }
+    return MHD_YES;
+}
+
+/* A refusal for want of a token: counted, logged at most once a second
+ * (never the token). */
+static void auth_count(df_http_t *h)
+{
+    atomic_fetch_add(&h->auth_refused, 1);
+    int64_t now = df__now_ns(), last = atomic_load(&h->auth_log_ns);
+    if (now - last > 1000000000 && atomic_compare_exchange_strong(&h->auth_log_ns, &last, now))
+        df__log("http: refused a request without a valid token (auth = all; %ld so far)",
+                atomic_load(&h->auth_refused));
+}
+
+static const char login_page[] =
+    "<!doctype html><html><head><meta charset=\"utf-8\"><title>deformd: token required</title>"
+    "</head><body style=\"font-family:sans-serif;max-width:34em;margin:4em auto\">"
+    "<h1>deformd</h1><p>%s</p>"
+    "<form method=\"get\" action=\"/viewer/\"><label>Token <input name=\"token\" "
+    "type=\"password\" autofocus></label> <button>Open the viewer</button></form>"
+    "<p>Or open <code>/viewer/?token=YOUR_TOKEN</code> once: this browser keeps the token in "
+    "a cookie for this daemon.</p></body></html>";
+
+/* 401 for a request without a valid token: the login page for the viewer,
+ * a JSON error for the API; both say WWW-Authenticate: Bearer. */
+static enum MHD_Result send_401(req_t *q, int viewer, const char *why)
+{
+    auth_count(q->h);
+    df_ks_buf_reset(&q->out);
+    if (viewer) df_ks_buf_printf(&q->out, login_page, why);
+    else df_kserve_write_error(&q->out, why);
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(q->out.len, q->out.data, MHD_RESPMEM_PERSISTENT);
+    if (r) MHD_add_response_header(r, "WWW-Authenticate", "Bearer realm=\"deformd\"");
+    return queue(q, 401, r, viewer ? "text/html; charset=utf-8" : "application/json");
+}
+
+/* /viewer/...?token=T or /?token=T: a right token becomes the cookie and
+ * the browser is sent to the same page without it. */
+static enum MHD_Result viewer_login(req_t *q, const char *url, const char *token)
+{
+    df_http_t *h = q->h;
+    if (!df_config_token_match(h->cfg, token, strlen(token)))
+        return send_401(q, 1, "That token is not accepted by this daemon.");
+    df_ks_buf_t loc = {0}, cookie = {0};
+    pct_append_x(&loc, q->route == R_ROOT ? "/viewer/" : url, 1); /* no CR/LF can pass */
+    MHD_get_connection_values(q->conn, MHD_GET_ARGUMENT_KIND, keep_arg, &loc);
+    df_ks_buf_append(&loc, "", 1); /* NUL */
+    df_ks_buf_printf(&cookie, "%s=", AUTH_COOKIE);
+    pct_append(&cookie, token);
+    const char *proto = MHD_lookup_connection_value(q->conn, MHD_HEADER_KIND, "X-Forwarded-Proto");
+    df_ks_buf_printf(&cookie, "; Path=/; HttpOnly; SameSite=Strict%s",
+                     proto && !strcasecmp(proto, "https") ? "; Secure" : "");
+    df_ks_buf_append(&cookie, "", 1);
+    enum MHD_Result ret;
+    if (loc.oom || cookie.oom) {
+        ret = send_error(q, 500, "out of memory");
+    } else {
+        struct MHD_Response *r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+        if (r) {
+            MHD_add_response_header(r, "Location", loc.data);
+            MHD_add_response_header(r, "Set-Cookie", cookie.data);
+            MHD_add_response_header(r, "Cache-Control", "no-store");
+        }
+        ret = queue(q, 302, r, NULL);
+    }
+    if (cookie.data) memset(cookie.data, 0, cookie.cap);
+    df_ks_buf_free(&loc);
+    df_ks_buf_free(&cookie);
+    return ret;
 }
 
 /* The asynchronous answer's hand-over (a worker or load thread finishes,
@@ -767,9 +906,9 @@ static int repo_body(req_t *q, df_error_t *e)
 static enum MHD_Result h_repo(req_t *q)
 {
     df_http_t *h = q->h;
-    if (!h->cfg->token[0])
+    if (!h->cfg->n_tokens)
         return send_error(q, 403, "repository API disabled: no token configured (set token_file)");
-    if (!token_ok(h, q->conn)) {
+    if (!bearer_ok(h, q->conn)) {
         df__log("repository API: rejected request without a valid bearer token");
         df_ks_buf_reset(&q->out);
         df_kserve_write_error(&q->out, "missing or wrong bearer token (Authorization: Bearer ...)");
@@ -1097,7 +1236,7 @@ static enum MHD_Result finish_infer(req_t *q)
  * test_http_concurrency) can see that the acceptor spreads them. */
 static int http_metrics(df_http_t *h, char **text, size_t *len)
 {
-    size_t cap = *len + 400 + (size_t)h->nd * 48;
+    size_t cap = *len + 700 + (size_t)h->nd * 48;
     char *t = realloc(*text, cap);
     if (!t) {
         free(*text);
@@ -1116,8 +1255,12 @@ static int http_metrics(df_http_t *h, char **text, size_t *len)
                           "# HELP deformd_http_read_timeouts_total HTTP connections closed by "
                           "header_timeout_s / body_timeout_s.\n"
                           "# TYPE deformd_http_read_timeouts_total counter\n"
-                          "deformd_http_read_timeouts_total %ld\n",
-                          atomic_load(&h->timeouts));
+                          "deformd_http_read_timeouts_total %ld\n"
+                          "# HELP deformd_auth_refused_total Requests refused for want of a valid "
+                          "token (auth = all).\n"
+                          "# TYPE deformd_auth_refused_total counter\n"
+                          "deformd_auth_refused_total{front=\"http\"} %ld\n",
+                          atomic_load(&h->timeouts), atomic_load(&h->auth_refused));
     *len = n;
     return 0;
 }
@@ -1255,6 +1398,19 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             return send_error(q, 501, msg);
         }
         route(q, url);
+        if (h->cfg->auth_all && !q->is_options && q->route != R_LIVE && q->route != R_READY) {
+            /* auth = all: refused before the body is read */
+            int viewer = q->route == R_VIEWER || q->route == R_ROOT;
+            const char *qt =
+                viewer ? MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "token") : NULL;
+            if (qt) return viewer_login(q, url, qt);
+            if (!bearer_ok(h, conn) && !cookie_ok(h, conn))
+                return send_401(q, viewer,
+                                viewer ? "This daemon requires a token (auth = all)."
+                                       : "missing or wrong bearer token: this daemon requires "
+                                         "one on every endpoint but /v2/health/* (auth = all); "
+                                         "send Authorization: Bearer <token>");
+        }
         const char *fmt = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "format");
         if (fmt && !strcmp(fmt, "glb")) q->glb = 1;
         const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
@@ -1675,6 +1831,8 @@ int df_http_start(df_server_t *s, const df_config_t *cfg, df_http_t **out, int *
     atomic_init(&h->conns, 0);
     atomic_init(&h->reaper_stop, 0);
     atomic_init(&h->timeouts, 0);
+    atomic_init(&h->auth_refused, 0);
+    atomic_init(&h->auth_log_ns, 0);
     pthread_mutex_init(&h->pool_mu, NULL);
     pthread_mutex_init(&h->conn_mu, NULL);
     df_ks_limits_default(&h->lim);

@@ -55,7 +55,10 @@ static void usage(FILE *f)
             "  --unix PATH          also listen on a Unix socket\n"
             "  --host ADDR          listen address (default 127.0.0.1)\n"
             "  --workers N          worker threads (default 2)\n"
-            "  --token-file FILE    bearer token for the repository API (else disabled)\n"
+            "  --token-file FILE    bearer tokens, one per line (the repository API is\n"
+            "                       disabled without them)\n"
+            "  --auth WHAT          repository (default: tokens guard the repository API)\n"
+            "                       or all (every endpoint but health, and the socket)\n"
             "  --www DIR            static files served at /viewer/ (default: next to the\n"
             "                       executable, <exe dir>/../server/www in a checkout,\n"
             "                       <exe dir>/../share/deformd/www when installed)\n"
@@ -72,6 +75,7 @@ static const struct { const char *opt, *key; } optmap[] = {
     {"--token-file", "token_file"}, {"--www", "www"},
     {"--ready-file", "ready_file"}, {"--cors-origin", "cors_origin"},
     {"--max-body-bytes", "max_body_bytes"}, {"--http-threads", "http_threads"},
+    {"--auth", "auth"},
 };
 
 /* The viewer's directory. Explicit (--www DIR, config key www): taken as
@@ -221,8 +225,10 @@ int main(int argc, char **argv)
     sa.sa_handler = SIG_IGN;
     sigaction(SIGPIPE, &sa, NULL);
 
-    df__log("starting %s: repository %s, %d workers, admin API %s", DF_VERSION, cfg.repository,
-            cfg.workers, cfg.token[0] ? "enabled (token set)" : "disabled (no token)");
+    df__log("starting %s: repository %s, %d workers, admin API %s, auth = %s", DF_VERSION,
+            cfg.repository, cfg.workers,
+            cfg.n_tokens ? "enabled (tokens set)" : "disabled (no token)",
+            cfg.auth_all ? "all (a token on every endpoint but health)" : "repository");
     if (cfg.http_port >= 0) resolve_www(&cfg);
     df_server_t *srv = NULL;
     if (df_server_new(&cfg, &srv, &err) || df_server_start(srv, &err)) {

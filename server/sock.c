@@ -32,6 +32,11 @@
  * answered, and the connection closes once the last answer is written (or
  * a write fails because the client is gone). Jobs of a closed connection
  * complete later into the completion list, see c->closed and are dropped.
+ *
+ * Authentication (auth = all). Until a connection's AUTH frame carried one
+ * of the configured tokens, any frame but PING and AUTH is refused at its
+ * header — ERROR DF_EAUTH, then close, its payload never read — and so is
+ * an AUTH with a wrong token.
  */
 #include "sock.h"
 
@@ -94,6 +99,7 @@ struct conn {
     int draining;            /* fatal error: no more reads, close after writes */
     int eof;                 /* the client shut down its side: no more reads;
                               * close once every answer is written */
+    int authed;              /* presented a valid token (auth = all) */
     int inflight;
     size_t queued;           /* bytes in uv_write not completed */
     uint64_t last_active_ms;
@@ -128,6 +134,8 @@ struct df_sock {
     df_peers_t peers;        /* connections per remote address */
     long timeouts;           /* connections closed by body_timeout_s */
     uint64_t last_timeout_log;
+    long auth_refused;       /* connections refused for want of a token */
+    uint64_t last_auth_log;
     /* guarded by mu */
     pthread_mutex_t mu;
     req_t *done_head, *done_tail;
@@ -708,6 +716,19 @@ static void on_done_async(uv_async_t *a)
 
 /* ------------------------------------------------------------ dispatch */
 
+/* A connection refused for want of a token: counted, a log line a second
+ * at most (never the token). */
+static void auth_refused(df_sock_t *s)
+{
+    s->auth_refused++;
+    uint64_t now = now_ms(s);
+    if (now - s->last_auth_log > 1000) {
+        df__log("socket: refused a connection without a valid token (auth = all; %ld so far)",
+                s->auth_refused);
+        s->last_auth_log = now;
+    }
+}
+
 /* A complete frame in r (header + payload). */
 static void dispatch(df_sock_t *s, req_t *r)
 {
@@ -734,6 +755,25 @@ static void dispatch(df_sock_t *s, req_t *r)
     }
     case DF_FT_INFER:
         return handle_infer(s, r);
+    case DF_FT_AUTH: {
+        char tok[DF_FRAME_MAX_TOKEN + 1];
+        int rc = df_frame_decode_auth(r->payload, r->h.length, tok, &err);
+        int ok = rc == DF_OK && (!s->cfg.auth || !s->cfg.auth->auth_all ||
+                                 df_config_token_match(s->cfg.auth, tok, strlen(tok)));
+        memset(tok, 0, sizeof tok);
+        memset(r->payload, 0, r->h.length);
+        if (!ok) {
+            auth_refused(s);
+            r->c->draining = 1;
+            conn_update_reading(r->c);
+            r->close_after = 1;
+            return req_error(r, DF_EAUTH, rc ? err.msg : "wrong token (auth = all); closing");
+        }
+        r->c->authed = 1;
+        df_frame_buf_init(&r->fb);
+        df_frame_encode_blob(r->h.id, DF_FT_AUTH_OK, NULL, 0, &r->fb.o, &err);
+        return req_write(r);
+    }
     default: {
         char msg[128];
         snprintf(msg, sizeof msg, "%s frames are sent by the server, not to it",
@@ -786,6 +826,24 @@ static void parse(conn_t *c)
         if (rc && fatal) {
             conn_fatal(c, rc == DF_EFORMAT ? 0 : h.id, rc, err.msg);
             break;
+        }
+        if (s->cfg.auth && s->cfg.auth->auth_all && !c->authed && h.type != DF_FT_PING) {
+            /* auth = all: nothing but PING before a valid AUTH; a payload
+             * is not read for a client without one */
+            if (h.type != DF_FT_AUTH) {
+                auth_refused(s);
+                char msg[160];
+                snprintf(msg, sizeof msg,
+                         "authentication required (auth = all): send an AUTH frame with a token "
+                         "before %s; closing", df_frame_type_name(h.type));
+                conn_fatal(c, h.id, DF_EAUTH, msg);
+                break;
+            }
+            if (h.length > 2 + DF_FRAME_MAX_TOKEN) {
+                auth_refused(s);
+                conn_fatal(c, h.id, DF_EAUTH, "AUTH payload too long for a token; closing");
+                break;
+            }
         }
         /* the payload is counted by its declared length before a byte of
          * it is read; one that does not fit is refused and the connection
@@ -1023,6 +1081,7 @@ void df_sock_config_from(df_sock_config_t *o, const df_config_t *cfg)
     if (cfg->body_timeout_s > 0) o->body_timeout_s = cfg->body_timeout_s;
     o->max_connections_per_peer = cfg->max_connections_per_peer;
     if (cfg->max_connections > 0) o->max_connections = cfg->max_connections;
+    o->auth = cfg;
 }
 
 static int uverr(df_error_t *err, int rc, const char *what, const char *where)

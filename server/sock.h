@@ -32,6 +32,9 @@ typedef struct df_sock_config {
                                           counted when their header arrives),
                                           default 512 MiB */
     size_t pool_keep_bytes;   /* buffers pooled requests keep, default 64 MiB */
+    const df_config_t *auth;  /* borrowed: with auth_all, a connection must
+                               * present one of its tokens (AUTH frame)
+                               * before anything but PING; NULL: none */
 } df_sock_config_t;
 
 /* Defaults, then the daemon's configuration (host, socket_port, unix_path,

@@ -29,6 +29,7 @@ const char *df_strerror(int code)
     case DF_ESHUTDOWN: return "shutting down";
     case DF_EINTERNAL: return "internal error";
     case DF_ENUMERIC: return "numerical failure";
+    case DF_EAUTH: return "unauthorized";
     default: return "unknown error";
     }
 }

@@ -15,6 +15,8 @@
 #include <string.h>
 #include <time.h>
 
+extern const char *deformctl_token; /* main.c: NULL or the token to present */
+
 typedef struct bslot {
     double t0;
     struct bthread *bt;
@@ -61,7 +63,8 @@ static void *run(void *arg)
     bthread_t *bt = arg;
     df_client_t *c = NULL;
     df_error_t err = {0};
-    if (df_client_connect(bt->addr, &c, &err)) {
+    if (df_client_connect(bt->addr, &c, &err) ||
+        (deformctl_token && df_client_auth(c, deformctl_token, &err))) {
         snprintf(bt->err, sizeof bt->err, "%s", err.msg);
         bt->errors++;
         return NULL;
@@ -132,7 +135,9 @@ int deformctl_bench(const char *addr, int argc, char **argv)
         df_client_t *c = NULL;
         df_error_t err = {0};
         char *js = NULL;
-        if (df_client_connect(addr, &c, &err) || df_client_info(c, "", &js, &err)) {
+        if (df_client_connect(addr, &c, &err) ||
+            (deformctl_token && df_client_auth(c, deformctl_token, &err)) ||
+            df_client_info(c, "", &js, &err)) {
             fprintf(stderr, "deformctl bench: %s\n", err.msg);
             df_client_close(&c);
             return 1;

@@ -1,6 +1,7 @@
 /* main.c — bin/deformctl: command-line client of deformd (libdeformclient).
  *
- *   deformctl [--host H] [--socket-port P] [--http-port P] [--unix PATH] COMMAND ...
+ *   deformctl [--host H] [--socket-port P] [--http-port P] [--unix PATH]
+ *             [--token-file FILE] COMMAND ...
  *     list                          characters served (socket INFO)
  *     info NAME                     inputs, outputs, joints, clips (JSON)
  *     infer NAME --input name=FILE.npy|JSON [--input ...] [--output NAME]...
@@ -19,7 +20,9 @@
  * unless a command needs HTTP (mesh, infer --http). An input given per pose
  * (e.g. [J,4]) gets the batch dimension 1 added, checked against the
  * model's input shape from INFO. Errors print the server's message and
- * exit 1; usage errors exit 2.
+ * exit 1; usage errors exit 2. A token (--token-file FILE: its first line
+ * that is not blank or a # comment; else the environment's DEFORMD_TOKEN)
+ * is presented on every connection (AUTH) and HTTP request (Bearer).
  */
 #include "deformclient.h"
 
@@ -34,11 +37,14 @@ int deformctl_bench(const char *addr, int argc, char **argv); /* bench.c */
 static char g_host[256] = "127.0.0.1";
 static int g_sock_port = 8001, g_http_port = 8000;
 static const char *g_unix;
+const char *deformctl_token; /* NULL: none (bench.c reads it too) */
+static char g_token[256];
 
 static int usage(void)
 {
     fprintf(stderr,
-            "usage: deformctl [--host H] [--socket-port P] [--http-port P] [--unix PATH] COMMAND\n"
+            "usage: deformctl [--host H] [--socket-port P] [--http-port P] [--unix PATH]\n"
+            "                 [--token-file FILE] COMMAND   (or DEFORMD_TOKEN in the environment)\n"
             "  list | info NAME | mesh NAME --out REST.glb\n"
             "  infer NAME --input name=FILE.npy|JSON [--output NAME]... [--encoding E]\n"
             "        [--skinning lbs|dqs] [--http|--http-binary] --out OUT.npy\n"
@@ -70,7 +76,8 @@ static df_client_t *connect_or_die(void)
     df_error_t err = {0};
     df_client_t *c = NULL;
     sock_addr(addr, sizeof addr);
-    if (df_client_connect(addr, &c, &err)) {
+    if (df_client_connect(addr, &c, &err) ||
+        (deformctl_token && df_client_auth(c, deformctl_token, &err))) {
         fail(&err);
         exit(1);
     }
@@ -350,9 +357,45 @@ static int cmd_mesh(const char *name, int argc, char **argv)
     return 0;
 }
 
+/* The first line of FILE that is not blank or a # comment. */
+static int read_token(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "deformctl: --token-file %s: cannot open\n", path);
+        return -1;
+    }
+    char line[512];
+    int found = 0;
+    while (!found && fgets(line, sizeof line, f)) {
+        char *t = line;
+        while (*t == ' ' || *t == '\t') t++;
+        size_t n = strcspn(t, "\r\n");
+        while (n && (t[n - 1] == ' ' || t[n - 1] == '\t')) n--;
+        t[n] = 0;
+        if (!n || *t == '#') continue;
+        if (n >= sizeof g_token) break;
+        memcpy(g_token, t, n + 1);
+        found = 1;
+    }
+    fclose(f);
+    memset(line, 0, sizeof line);
+    if (!found) {
+        fprintf(stderr, "deformctl: --token-file %s: no token in it\n", path);
+        return -1;
+    }
+    deformctl_token = g_token;
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     int i = 1;
+    const char *env_token = getenv("DEFORMD_TOKEN");
+    if (env_token && *env_token && strlen(env_token) < sizeof g_token) {
+        strcpy(g_token, env_token);
+        deformctl_token = g_token;
+    }
     for (; i < argc; i++) {
         const char *a = argv[i];
         if (a[0] != '-') break;
@@ -363,8 +406,11 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--socket-port")) g_sock_port = atoi(v);
         else if (!strcmp(a, "--http-port")) g_http_port = atoi(v);
         else if (!strcmp(a, "--unix")) g_unix = v;
-        else return usage();
+        else if (!strcmp(a, "--token-file")) {
+            if (read_token(v)) return 2;
+        } else return usage();
     }
+    if (deformctl_token) df_client_http_set_token(deformctl_token);
     if (i >= argc) return usage();
     const char *cmd = argv[i++];
     if (!strcmp(cmd, "list")) return cmd_list();

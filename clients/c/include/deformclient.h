@@ -91,6 +91,16 @@ void df_client_close(df_client_t **c);
 int df_client_reconnect(df_client_t *c, df_error_t *err);
 unsigned df_client_retries(const df_client_t *c);
 
+/* Present a bearer token on this connection (an AUTH frame; needed when
+ * the daemon runs with auth = all). It is sent at once and not waited for,
+ * so that the next request follows it (a router reading the first
+ * request's character needs that); its AUTH_OK is read with the later
+ * answers. A wrong token makes the server answer ERROR DF_EAUTH and close:
+ * the call that reads it returns DF_EAUTH with the server's message. The
+ * token (1..255 bytes) is kept and presented again by df_client_reconnect
+ * and the retries of the blocking calls. */
+int df_client_auth(df_client_t *c, const char *token, df_error_t *err);
+
 /* Round trip of a PING with an 8-byte payload. */
 int df_client_ping(df_client_t *c, df_error_t *err);
 /* INFO: name "" = the server. *json new (NUL-terminated): free(). */
@@ -151,6 +161,12 @@ int df_client_play(df_client_t *c, const df_client_play_t *p, float **frames,
 /* Both calls are idempotent and are sent once more when the first try lost
  * its connection (refused, reset, closed before an answer) or was answered
  * 502 / 503 (a router whose daemon died, a draining daemon). */
+
+/* The bearer token every df_client_http_* call sends from now on
+ * (Authorization: Bearer ...; copied, at most 255 bytes); NULL or "" sends
+ * none. Process-wide: set it before HTTP calls run on other threads. A
+ * missing or wrong token is answered 401 and returned as DF_EAUTH. */
+int df_client_http_set_token(const char *token);
 
 /* GET base_url + path (e.g. "http://127.0.0.1:8000", "/v2/models/wuson").
  * *body new (NUL-terminated): free(). *status gets the HTTP status. */

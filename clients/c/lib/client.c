@@ -42,7 +42,7 @@
 
 #define CLIENT_MAX_PAYLOAD (1u << 30)
 
-enum { K_INFER = 0, K_BLOB = 1 };
+enum { K_INFER = 0, K_BLOB = 1, K_AUTH = 2 };
 
 typedef struct blob_wait {
     int done, status;
@@ -69,6 +69,7 @@ struct df_client {
     size_t dec_cap;
     int broken;              /* protocol error: the connection is unusable */
     char addr[512];          /* as given to df_client_connect, for reconnects */
+    char token[DF_FRAME_MAX_TOKEN + 1]; /* df_client_auth's, "" = none */
     unsigned retries;        /* requests sent a second time (df_client_retries) */
 };
 
@@ -165,12 +166,23 @@ void df_client_close(df_client_t **pc)
     free(c->pend);
     free(c->rbuf);
     free(c->dec);
+    memset(c->token, 0, sizeof c->token);
     free(c);
 }
 
-size_t df_client_in_flight(const df_client_t *c) { return c->n_pend; }
+/* requests of the caller in flight (an unanswered AUTH is not one) */
+static size_t user_pending(const df_client_t *c)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < c->n_pend; i++) n += c->pend[i].kind != K_AUTH;
+    return n;
+}
+
+size_t df_client_in_flight(const df_client_t *c) { return user_pending(c); }
 
 unsigned df_client_retries(const df_client_t *c) { return c->retries; }
+
+static int auth_now(df_client_t *c, df_error_t *err);
 
 int df_client_reconnect(df_client_t *c, df_error_t *err)
 {
@@ -182,7 +194,7 @@ int df_client_reconnect(df_client_t *c, df_error_t *err)
     c->rlen = 0;
     c->n_pend = 0; /* answers of the old connection never come */
     c->broken = 0;
-    return DF_OK;
+    return c->token[0] ? auth_now(c, err) : DF_OK;
 }
 
 /* A blocking call that was alone on the connection (`others` requests were
@@ -277,13 +289,23 @@ static int handle_frame(df_client_t *c, df_error_t *err)
     if (!p) return 0; /* an answer nobody waits for (cancelled) */
     pend_t pe = *p;
     pend_remove(c, p);
+    if (pe.kind == K_AUTH) {
+        if (f.h.type == DF_FT_AUTH_OK) return 0;
+        /* a refused token: the server closes the connection after this */
+        c->broken = 1;
+        if (f.h.type == DF_FT_ERROR)
+            return df_error_set(err, f.u.error.code, "server: %s", f.u.error.msg);
+        return df_error_set(err, DF_EFORMAT, "unexpected %s frame for an AUTH",
+                            df_frame_type_name(f.h.type));
+    }
     if (pe.kind == K_BLOB) {
         blob_wait_t *bw = pe.user;
         bw->done = 1;
         if (f.h.type == DF_FT_ERROR) {
             bw->status = f.u.error.code;
             snprintf(bw->msg, sizeof bw->msg, "%s", f.u.error.msg);
-        } else if (f.h.type == DF_FT_PONG || f.h.type == DF_FT_INFO_RESULT) {
+        } else if (f.h.type == DF_FT_PONG || f.h.type == DF_FT_INFO_RESULT ||
+                   f.h.type == DF_FT_AUTH_OK) {
             bw->data = malloc(f.u.blob.len + 1);
             if (!bw->data) { bw->status = DF_ENOMEM; return 1; }
             memcpy(bw->data, f.u.blob.data, f.u.blob.len);
@@ -395,7 +417,7 @@ int df_client_poll(df_client_t *c, int timeout_ms, df_error_t *err)
 
 int df_client_wait(df_client_t *c, uint64_t id, df_error_t *err)
 {
-    while (id ? pend_find(c, id) != NULL : c->n_pend > 0) {
+    while (id ? pend_find(c, id) != NULL : user_pending(c) > 0) {
         int rc = df_client_poll(c, -1, err);
         if (rc < 0) return rc;
     }
@@ -528,8 +550,9 @@ static int blob_call_once(df_client_t *c, int type, const char *name, const void
     uint64_t id = c->next_id++;
     df_frame_buf_t fb;
     df_frame_buf_init(&fb);
-    int rc = type == DF_FT_INFO ? df_frame_encode_info(id, name, &fb.o, err)
-                                : df_frame_encode_blob(id, type, data, len, &fb.o, err);
+    int rc = type == DF_FT_INFO   ? df_frame_encode_info(id, name, &fb.o, err)
+             : type == DF_FT_AUTH ? df_frame_encode_auth(id, name, &fb.o, err)
+                                  : df_frame_encode_blob(id, type, data, len, &fb.o, err);
     if (rc) return rc;
     memset(bw, 0, sizeof *bw);
     if ((rc = pend_add(c, id, K_BLOB, NULL, bw, err))) return rc;
@@ -546,11 +569,37 @@ static int blob_call_once(df_client_t *c, int type, const char *name, const void
 static int blob_call(df_client_t *c, int type, const char *name, const void *data, size_t len,
                      blob_wait_t *bw, df_error_t *err)
 {
-    size_t others = c->n_pend;
+    size_t others = user_pending(c);
     int rc = blob_call_once(c, type, name, data, len, bw, err);
     if (rc && retry_once(c, rc, others))
         rc = blob_call_once(c, type, name, data, len, bw, err);
     return rc;
+}
+
+/* AUTH is sent without waiting for its answer: the next request follows
+ * at once (behind the nginx router, whose preread holds the connection
+ * until it sees the first request's character, waiting would never end).
+ * AUTH_OK is consumed when answers are read; a refusal ends the connection
+ * and whichever call reads it returns DF_EAUTH with the server's message. */
+static int auth_now(df_client_t *c, df_error_t *err)
+{
+    uint64_t id = c->next_id++;
+    df_frame_buf_t fb;
+    df_frame_buf_init(&fb);
+    int rc = df_frame_encode_auth(id, c->token, &fb.o, err);
+    if (!rc) rc = pend_add(c, id, K_AUTH, NULL, NULL, err);
+    if (!rc) rc = send_frame(c, &fb.o, err);
+    memset(fb.meta, 0, sizeof fb.meta);
+    return rc;
+}
+
+int df_client_auth(df_client_t *c, const char *token, df_error_t *err)
+{
+    size_t n = token ? strlen(token) : 0;
+    if (n < 1 || n > DF_FRAME_MAX_TOKEN)
+        return df_error_set(err, DF_EINVAL, "token of %zu bytes (1..%d)", n, DF_FRAME_MAX_TOKEN);
+    memcpy(c->token, token, n + 1);
+    return auth_now(c, err);
 }
 
 int df_client_ping(df_client_t *c, df_error_t *err)
@@ -616,7 +665,7 @@ static int infer_once(df_client_t *c, const df_client_request_t *q, df_client_re
 int df_client_infer(df_client_t *c, const df_client_request_t *q, df_client_result_t *out,
                     df_error_t *err)
 {
-    size_t others = c->n_pend;
+    size_t others = user_pending(c);
     int rc = infer_once(c, q, out, err);
     if (rc && retry_once(c, rc, others)) {
         df_client_result_free(out);

@@ -74,6 +74,17 @@ static void sb_str(sbuf_t *b, const char *s)
     sb_add(b, "\"", 1);
 }
 
+static char g_token[256]; /* df_client_http_set_token; "" = none */
+
+int df_client_http_set_token(const char *token)
+{
+    size_t n = token ? strlen(token) : 0;
+    if (n >= sizeof g_token) return DF_EINVAL;
+    memset(g_token, 0, sizeof g_token);
+    if (n) memcpy(g_token, token, n);
+    return DF_OK;
+}
+
 static size_t on_body(char *ptr, size_t size, size_t nmemb, void *user)
 {
     sbuf_t *b = user;
@@ -98,7 +109,7 @@ static int perform_once(const char *url, const char *body, size_t body_len, long
     CURL *h = curl_easy_init();
     if (!h) return df_error_set(err, DF_ENOMEM, "curl_easy_init failed");
     struct curl_slist *hdr = NULL;
-    char line[96];
+    char line[96], auth[300];
     curl_easy_setopt(h, CURLOPT_URL, url);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, resp);
@@ -117,8 +128,13 @@ static int perform_once(const char *url, const char *body, size_t body_len, long
             hdr = curl_slist_append(hdr, "Content-Type: application/json");
         }
         hdr = curl_slist_append(hdr, "Expect:");
-        curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
     }
+    if (g_token[0]) {
+        snprintf(auth, sizeof auth, "Authorization: Bearer %s", g_token);
+        hdr = curl_slist_append(hdr, auth);
+        memset(auth, 0, sizeof auth);
+    }
+    if (hdr) curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
     CURLcode cr = curl_easy_perform(h);
     *cr_out = cr;
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, status);
@@ -169,6 +185,7 @@ static int code_for_status(long st)
 {
     switch (st) {
     case 400: return DF_EINVAL;
+    case 401: case 403: return DF_EAUTH;
     case 404: return DF_ENOTFOUND;
     case 413: return DF_ELIMIT;
     case 429: return DF_EOVERLOAD;

@@ -8,7 +8,9 @@
     mesh NAME --out rest.glb|rest.json
 
 Common options: --host (127.0.0.1) --http-port (8000) --socket-port (8001)
---unix PATH. Exit status 0 success, 1 failure (message on stderr), 2 usage.
+--unix PATH --token-file FILE (its first line that is not blank or a #
+comment; else the environment's DEFORMD_TOKEN), sent on HTTP as
+Authorization: Bearer and on the socket as an AUTH frame. Exit status 0 success, 1 failure (message on stderr), 2 usage.
 """
 import argparse
 import json
@@ -41,6 +43,8 @@ def main(argv=None):
     ap.add_argument("--socket-port", type=int,
                     default=int(os.environ.get("DF_SOCKET_PORT", 8001)))
     ap.add_argument("--unix", default=None, help="Unix socket path of the binary protocol")
+    ap.add_argument("--token-file", default=None,
+                    help="bearer token file (else $DEFORMD_TOKEN)")
     sub = ap.add_subparsers(dest="verb", required=True)
     sub.add_parser("list")
     p = sub.add_parser("info")
@@ -63,23 +67,41 @@ def main(argv=None):
     p.add_argument("name")
     p.add_argument("--out", required=True)
     a = ap.parse_args(argv)
+    token = os.environ.get("DEFORMD_TOKEN") or None
+    if a.token_file:
+        try:
+            with open(a.token_file) as f:
+                token = next((ln.strip() for ln in f
+                              if ln.strip() and not ln.strip().startswith("#")), None)
+        except OSError as e:
+            sys.stderr.write("deformd_client: --token-file: %s\n" % e)
+            return 2
+        if not token:
+            sys.stderr.write("deformd_client: --token-file %s: no token in it\n" % a.token_file)
+            return 2
+
+    def http():
+        return HttpClient(a.host, a.http_port, token=token)
+
+    def sock():
+        return SocketClient(a.host, a.socket_port, unix=a.unix, token=token)
 
     try:
         if a.verb == "list":
-            with HttpClient(a.host, a.http_port) as c:
+            with http() as c:
                 for n in c.list():
                     print(n)
         elif a.verb == "info":
-            with HttpClient(a.host, a.http_port) as c:
+            with http() as c:
                 print(json.dumps(c.info(a.name), indent=2))
         elif a.verb == "infer":
             inputs = dict(_parse_input(s) for s in a.input)
             if a.transport == "socket":
-                with SocketClient(a.host, a.socket_port, unix=a.unix) as s:
+                with sock() as s:
                     out = s.infer(a.name, inputs, outputs=a.output, encoding=a.encoding,
                                   skinning=a.skinning)
             else:
-                with HttpClient(a.host, a.http_port) as c:
+                with http() as c:
                     out = c.infer(a.name, inputs, outputs=a.output, binary=not a.json,
                                   encoding=a.encoding,
                                   skinning=a.skinning)
@@ -95,13 +117,13 @@ def main(argv=None):
                 sys.stderr.write("\r[%s%s] %d/%d" % ("#" * k, "." * (w - k), done, total))
                 if done == total:
                     sys.stderr.write("\n")
-            with SocketClient(a.host, a.socket_port, unix=a.unix) as s:
+            with sock() as s:
                 out = s.play(a.name, a.clip, fps=a.fps,
                              progress=bar if sys.stderr.isatty() else None)
             npy.write(a.out, out["positions"])
             print("%s/%s: %d frames -> %s" % (a.name, a.clip, out["positions"].shape[0], a.out))
         elif a.verb == "mesh":
-            with HttpClient(a.host, a.http_port) as c:
+            with http() as c:
                 if a.out.endswith(".json"):
                     with open(a.out, "w") as f:
                         json.dump(c.mesh(a.name), f)

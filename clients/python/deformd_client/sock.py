@@ -19,6 +19,14 @@ or were answered DF_ESHUTDOWN (a draining daemon), connect again to the same
 address and send the request once more (`retries` counts these). Behind a
 router the new connection reaches a live daemon. Pipelined requests
 (`submit`) are not resent: `reconnect()` lets the caller do it.
+
+Authentication: `SocketClient(token=...)` sends an AUTH frame with the token
+first on every connection it opens (a daemon with `auth = all` refuses
+anything but PING before it). It does not wait for AUTH_OK: the first
+request follows at once (the nginx router of deploy/ holds a connection
+until it has read the first request's character), and the AUTH's answer is
+read with the others. A wrong token raises DeformdError with code DF_EAUTH
+from whichever call reads it (the server closes the connection).
 """
 import array
 import json
@@ -30,14 +38,14 @@ from .http import DeformdError
 
 MAGIC = 0x4D524644
 VERSION = 1
-PING, PONG, INFER, RESULT, ERROR, INFO, INFO_RESULT = (
-    0x0001, 0x0002, 0x0010, 0x0011, 0x0012, 0x0020, 0x0021)
+PING, PONG, INFER, RESULT, ERROR, INFO, INFO_RESULT, AUTH, AUTH_OK = (
+    0x0001, 0x0002, 0x0010, 0x0011, 0x0012, 0x0020, 0x0021, 0x0030, 0x0031)
 ENCODINGS = {"float32": 0, "float16": 1, "int16": 2}
 POSE_FLAGS = {None: 0, "lbs": 1, "dqs": 2}
 ERROR_NAMES = {-1: "DF_EINVAL", -2: "DF_ENOMEM", -3: "DF_EIO", -4: "DF_EFORMAT",
                -5: "DF_ELIMIT", -6: "DF_ENOTFOUND", -7: "DF_EUNSUPPORTED",
                -8: "DF_EOVERLOAD", -9: "DF_ETIMEDOUT", -10: "DF_ESHUTDOWN",
-               -11: "DF_EINTERNAL", -12: "DF_ENUMERIC"}
+               -11: "DF_EINTERNAL", -12: "DF_ENUMERIC", -13: "DF_EAUTH"}
 _HDR = struct.Struct("<IHHIQI")
 MAX_PAYLOAD = 64 << 20
 
@@ -58,6 +66,14 @@ def _pad8(buf):
 
 def frame(ftype, req_id, payload=b""):
     return _HDR.pack(MAGIC, VERSION, ftype, 0, req_id, len(payload)) + payload
+
+
+def encode_auth(req_id, token):
+    """An AUTH frame: u16 length + the token's bytes (1..255)."""
+    b = token.encode() if isinstance(token, str) else bytes(token)
+    if not 1 <= len(b) <= 255 or b"\0" in b:
+        raise ValueError("token: 1..255 bytes without NUL expected")
+    return frame(AUTH, req_id, struct.pack("<H", len(b)) + b)
 
 
 def encode_infer(req_id, name, inputs=None, batch=1, outputs=None,
@@ -152,18 +168,19 @@ def decode_error(payload):
 
 
 # ------------------------------------------------------------ the client
-DF_EIO, DF_ESHUTDOWN = -3, -10
+DF_EIO, DF_ESHUTDOWN, DF_EAUTH = -3, -10, -13
 
 
 class SocketClient:
-    def __init__(self, host="127.0.0.1", port=8001, unix=None, timeout=60.0):
+    def __init__(self, host="127.0.0.1", port=8001, unix=None, timeout=60.0, token=None):
         self._where = (host, port, unix, timeout)
+        self._token = token
         self.sock = None
-        self._connect()
         self._next = 1
         self._done = {}  # request id -> (type, payload)
         self._sent = set()  # request ids sent, not answered yet
         self.retries = 0  # requests sent a second time on a new connection
+        self._connect()
 
     def _connect(self):
         host, port, unix, timeout = self._where
@@ -179,6 +196,15 @@ class SocketClient:
             s = socket.create_connection((host, int(port)), timeout=timeout)
             s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.sock = s
+        self._auth_rid = None
+        if self._token:
+            rid = self._id()
+            try:
+                s.sendall(encode_auth(rid, self._token))
+            except BaseException:
+                self.close()
+                raise
+            self._auth_rid = rid
 
     def reconnect(self):
         """Close the connection and connect again to the same address;
@@ -245,6 +271,13 @@ class SocketClient:
     def _wait(self, rid):
         while rid not in self._done:
             ftype, r, payload = self._read_frame()
+            if r == self._auth_rid and r is not None:
+                self._auth_rid = None
+                if ftype == ERROR:  # the server closes the connection after it
+                    raise decode_error(payload)
+                if ftype != AUTH_OK:
+                    raise DeformdError("unexpected frame type %#x for AUTH" % ftype)
+                continue
             self._done[r] = (ftype, payload)
             self._sent.discard(r)
         return self._done.pop(rid)
