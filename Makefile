@@ -228,6 +228,13 @@ bench-decompose-dembones: all
 	@BIN=$(BIN) bench/bench_decompose_dembones.sh
 eval-decompose: all
 	@BIN=$(BIN) OA=1 bench/bench_decompose_dembones.sh
+# decompose-init-weights trains the decomposition's initialisation network (minutes);
+# eval-decompose-init then compares both initialisers on held-out characters (docs/decompose.md).
+.PHONY: decompose-init-weights eval-decompose-init
+decompose-init-weights: all
+	@BIN=$(BIN) B=$(B) bench/bench_decompose_init.sh weights
+eval-decompose-init: all
+	@BIN=$(BIN) B=$(B) bench/bench_decompose_init.sh
 
 # retarget: markers -> an 11k-vertex target beside the target alone
 # (bench/run_retarget.sh, docs/retarget.md)

@@ -313,6 +313,12 @@ int df_decompose_fit(const df_decompose_input_t *in, const df_decompose_opts_t *
         return df_error_set(err, DF_EINVAL,
                             "decompose: bad options (iterations, patience, tolerances must be "
                             ">= 0, patience >= 1)");
+    if (o.init != DF_DECOMPOSE_INIT_CLUSTER && o.init != DF_DECOMPOSE_INIT_NETWORK)
+        return df_error_set(err, DF_EINVAL, "decompose: initialisation %d (want cluster or "
+                                            "network)", o.init);
+    if (o.init == DF_DECOMPOSE_INIT_NETWORK && !o.init_net)
+        return df_error_set(err, DF_EINVAL, "decompose: network initialisation without a network "
+                                            "(load its weights first)");
     const double t0 = now_s();
     df__dc_t D, *d = &D;
     memset(d, 0, sizeof D);

@@ -61,6 +61,9 @@ typedef enum df_decompose_transforms {
     DF_DECOMPOSE_AFFINE = 2  /* any 3x3 L (shear, reflection): not a skeleton */
 } df_decompose_transforms_t;
 
+/* How the bones start (docs/decompose.md, "Network initialisation"). */
+enum { DF_DECOMPOSE_INIT_CLUSTER = 0, DF_DECOMPOSE_INIT_NETWORK = 1 };
+
 /* "rigid" / "trs" / "affine" -> the enum, -1 for anything else. */
 int df_decompose_transforms_parse(const char *name);
 const char *df_decompose_transforms_name(int transforms);
@@ -112,6 +115,11 @@ typedef struct df_decompose_opts {
                                least-squares row weighted by this times the
                                mean diagonal of the vertex's Gram matrix
                                (weights are normalised on output) */
+    int init;               /* DF_DECOMPOSE_INIT_CLUSTER (default): trajectory
+                               clustering; DF_DECOMPOSE_INIT_NETWORK: k-means
+                               of init_net's embeddings (decompose_net.h),
+                               then init_iterations rigid reassignment rounds */
+    const struct df_decompose_net *init_net; /* borrowed; needed by NETWORK */
     uint64_t max_bytes;     /* refuse (DF_ELIMIT) when the working set would
                                exceed this; default 8 GiB, 0 = no limit */
     /* optional parallelism (NULL: serial, n_workers = 1) */

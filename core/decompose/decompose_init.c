@@ -20,10 +20,16 @@
  *     empty clusters are re-seeded at the worst-fitted vertex; repeat until
  *     nothing moves or init_iterations rounds.
  *
+ * With opts.init = NETWORK the clusters come instead from k-means of the
+ * trajectory network's embeddings (decompose_net.c), followed by the same
+ * rigid-cluster refinement (init_iterations rounds; 0 keeps the network's
+ * clusters as they are).
+ *
  * The result is B rigid bones (Y) and a one-hot weight per input vertex,
  * from which the alternating optimisation starts.
  */
 #include "decompose/decompose_internal.h"
+#include "decompose/decompose_net.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -242,6 +248,25 @@ int df__dc_init(df__dc_t *d, df_error_t *err)
                 for (int s = 0; s < 4; s++)
                     d->Y[(size_t)(3 * p + r) * 4 * B + 4 * j + s] = (r == s);
 
+    if (d->o.init == DF_DECOMPOSE_INIT_NETWORK) {
+        /* the network's embeddings of the welded vertices, k-means into B */
+        const df_decompose_net_t *net = d->o.init_net;
+        int D = df_decompose_net_embed_dim(net), rc;
+        float *E = malloc(sizeof(float) * (size_t)W * D);
+        rc = E ? df_decompose_net_embed(net, W, d->F, d->X, d->V, 4, d->wfirst, E, err)
+               : df_error_set(err, DF_ENOMEM, "decompose: out of memory (initialisation)");
+        if (!rc) rc = df_decompose_kmeans(W, D, E, B, 1, d->cluster, err);
+        free(E);
+        if (rc) {
+            free(dist); free(assign); free(cnt); free(cerr); free(worst); free(mean); free(ca);
+            return rc;
+        }
+        d->nb_active = B;
+        memset(cnt, 0, sizeof(int64_t) * B);
+        for (int64_t g = 0; g < W; g++) cnt[d->cluster[g]]++;
+        goto done;
+    }
+
     /* grow from one cluster: split the worst clusters (largest summed
      * rigid-fit error) in two, seeding the new half at the member whose
      * trajectory is farthest from the cluster's mean trajectory and taking
@@ -323,6 +348,7 @@ int df__dc_init(df__dc_t *d, df_error_t *err)
         refine(d, &k, cnt, 3);
     }
     d->nb_active = B;
+done:
     refine(d, &k, cnt, d->o.init_iterations);
     fit_rigid(d);
 

@@ -5,9 +5,13 @@
  *       [--max-influences K] [--iters N] [--threads T] [--clip NAME]
  *       [--fps R] [--frames a:b] [--tol X] [--no-weld] [--weld-tol X] [--reseed N]
  *       [--model-rest] [--metrics-json FILE] [--save-sequence FILE] [--quiet]
+ *       [--init cluster|network] [--init-weights FILE] [--init-rounds N]
+ *   deform decompose train-init ...   (cmd_decompose_net.c)
  *
  * --save-sequence writes the sequence as read (after --frames) in the raw
- * format below, e.g. to bake an asset once or to make a welded copy.
+ * format below, e.g. to bake an asset once or to make a welded copy; from a
+ * rigged model it adds `bones` (each vertex's strongest skin joint), the
+ * labels the initialisation network trains on. --sequence-only stops there.
  *
  * INPUT is one of
  *  - a raw sequence: a .safetensors file with `frames` F32 [F,N,3] and
@@ -38,6 +42,7 @@
  * kind, and the replay error is printed with the four metrics.
  */
 #include "decompose/decompose.h"
+#include "decompose/decompose_net.h"
 #include "cache_read.h"
 #include "glb_write.h"
 #include "import.h"
@@ -62,6 +67,7 @@
 #include <unistd.h>
 
 int cmd_import(int argc, char **argv);
+int df__decompose_train_init(int argc, char **argv); /* cmd_decompose_net.c */
 extern const df_kind_t df_kind_rigged; /* strong: the tool needs the rigged kind */
 
 static int usage(void)
@@ -74,7 +80,10 @@ static int usage(void)
             "         [--fps R] [--frames a:b] [--tol X] [--no-weld] [--weld-tol X] [--reseed N]\n"
             "         [--soft-convexity X] [--candidates C]\n"
             "         [--model-rest] [--metrics-json FILE] [--save-sequence RAW.safetensors]\n"
-            "         [--quiet]\n"
+            "         [--init cluster|network] [--init-weights FILE] [--init-rounds N(20)]\n"
+            "         [--sequence-only] [--quiet]\n"
+            "       deform decompose train-init SEQ.safetensors... --out WEIGHTS.safetensors\n"
+            "         (deform decompose train-init --help)\n"
             "  INPUT: raw .safetensors (frames [F,N,3] F32, triangles [T,3] I32), a model\n"
             "         (REPO/NAME or model .safetensors), an .md2, a directory of per-frame\n"
             "         meshes (e.g. OBJ), an .md3 (every frame), a point cache (.mdd, .pc2;\n"
@@ -91,12 +100,16 @@ typedef struct seq {
     uint32_t *tris;   /* [T,3] */
     float *times;     /* [F] */
     float *rest;      /* [N,3] or NULL */
+    int32_t *bones;   /* [N] strongest skin joint (rigged models), or NULL */
+    char *bone_names; /* JSON array (the model's joint_names), or NULL */
+    char clip[96];    /* the model clip read, or "" */
     char source[96];  /* what was read, for the summary */
 } seq_t;
 
 static void seq_free(seq_t *s)
 {
-    free(s->frames); free(s->tris); free(s->times); free(s->rest);
+    free(s->frames); free(s->tris); free(s->times); free(s->rest); free(s->bones);
+    free(s->bone_names);
     memset(s, 0, sizeof *s);
 }
 
@@ -234,7 +247,35 @@ static int read_model(df_model_t *m, const char *clip, double fps, int model_res
         memcpy(s->rest, df_model_rest_positions(m), sizeof(float) * s->N * 3);
     }
     snprintf(s->source, sizeof s->source, "clip '%s' of model", ci.name);
+    snprintf(s->clip, sizeof s->clip, "%s", ci.name);
     return DF_OK;
+}
+
+/* The strongest skin joint of every vertex of a rigged model file (the
+ * labels of the initialisation network's training data); nothing when the
+ * file has no skin. */
+static void read_labels(const char *path, seq_t *s)
+{
+    df_st_t *st = NULL;
+    df_error_t e = {0};
+    if (df_st_open(path, NULL, &st, &e)) return;
+    const df_tensor_t *sj = df_st_find(st, "skin_joints"), *sw = df_st_find(st, "skin_weights");
+    const char *names = df_st_meta(st, "joint_names");
+    if (sj && sw && sj->dtype == DF_DT_I32 && sw->dtype == DF_DT_F32 && sj->ndim == 2 &&
+        sw->ndim == 2 && sj->shape[0] == s->N && sw->shape[0] == s->N &&
+        sj->shape[1] == sw->shape[1] && (s->bones = malloc(sizeof(int32_t) * (s->N + 1)))) {
+        const int32_t *j = sj->data;
+        const float *w = sw->data;
+        int64_t K = sj->shape[1];
+        for (int64_t i = 0; i < s->N; i++) {
+            int64_t b = 0;
+            for (int64_t k = 1; k < K; k++)
+                if (w[i * K + k] > w[i * K + b]) b = k;
+            s->bones[i] = w[i * K + b] > 0 ? j[i * K + b] : -1;
+        }
+        if (names) s->bone_names = strdup(names);
+    }
+    df_st_close(&st);
 }
 
 /* Merge every mesh of an assimp scene (positions in world space). */
@@ -600,8 +641,10 @@ int cmd_decompose(int argc, char **argv)
                *mesh = NULL;
     df_decompose_opts_t o;
     df_decompose_opts_default(&o);
-    int threads = 1, quiet = 0, model_rest = 0, k_given = 0;
+    int threads = 1, quiet = 0, model_rest = 0, k_given = 0, seq_only = 0;
+    const char *init_arg = NULL, *init_weights = NULL;
     double fps = 0;
+    if (argc > 1 && !strcmp(argv[1], "train-init")) return df__decompose_train_init(argc - 1, argv + 1);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int more = i + 1 < argc;
@@ -634,6 +677,10 @@ int cmd_decompose(int argc, char **argv)
         else if (!strcmp(a, "--soft-convexity") && more) o.sum_penalty = strtod(argv[++i], &end);
         else if (!strcmp(a, "--model-rest")) model_rest = 1;
         else if (!strcmp(a, "--quiet")) quiet = 1;
+        else if (!strcmp(a, "--sequence-only")) seq_only = 1;
+        else if (!strcmp(a, "--init") && more) init_arg = argv[++i];
+        else if (!strcmp(a, "--init-weights") && more) init_weights = argv[++i];
+        else if (!strcmp(a, "--init-rounds") && more) o.init_iterations = (int)strtol(argv[++i], &end, 10);
         else if (!strcmp(a, "--clip") && more) clip = argv[++i];
         else if (!strcmp(a, "--frames") && more) frames_arg = argv[++i];
         else if (!strcmp(a, "--repository") && more) repo = argv[++i];
@@ -649,7 +696,32 @@ int cmd_decompose(int argc, char **argv)
             return 2;
         }
     }
-    if (!input || !repo || !name) return usage();
+    if (!input || ((!repo || !name) && !seq_only)) return usage();
+    if (seq_only && !save_seq) {
+        fprintf(stderr, "deform decompose: --sequence-only needs --save-sequence FILE\n");
+        return 2;
+    }
+    if (init_arg) {
+        if (!strcmp(init_arg, "cluster")) o.init = DF_DECOMPOSE_INIT_CLUSTER;
+        else if (!strcmp(init_arg, "network")) o.init = DF_DECOMPOSE_INIT_NETWORK;
+        else {
+            fprintf(stderr, "deform decompose: --init wants cluster or network, not '%s'\n", init_arg);
+            return 2;
+        }
+    }
+    if (!init_weights && o.init == DF_DECOMPOSE_INIT_NETWORK && !seq_only) {
+        fprintf(stderr, "deform decompose: --init network needs --init-weights FILE (`make "
+                        "decompose-init-weights` trains one: docs/decompose.md)\n");
+        return 2;
+    }
+    if (init_weights && o.init != DF_DECOMPOSE_INIT_NETWORK) {
+        fprintf(stderr, "deform decompose: --init-weights is for --init network\n");
+        return 2;
+    }
+    if (o.init_iterations < 0 || o.init_iterations > 1000) {
+        fprintf(stderr, "deform decompose: --init-rounds must be 0..1000\n");
+        return 2;
+    }
     int hierarchy = o.transforms != DF_DECOMPOSE_AFFINE; /* a skeleton unless affine */
     if (skel_arg) {
         if (!strcmp(skel_arg, "tree")) hierarchy = 1;
@@ -675,10 +747,11 @@ int cmd_decompose(int argc, char **argv)
         return 2;
     }
     if (glb && !k_given) o.max_influences = 4; /* what engines and three.js skin with */
+    if (seq_only && !o.n_bones) o.n_bones = 1; /* no fit */
     if (o.n_bones < 1) { fprintf(stderr, "deform decompose: --bones B (>= 1) is required\n"); return 2; }
     if (threads < 1 || threads > 64) { fprintf(stderr, "deform decompose: --threads must be 1..64\n"); return 2; }
     if (fps < 0 || !isfinite(fps)) { fprintf(stderr, "deform decompose: --fps must be > 0\n"); return 2; }
-    if (strchr(name, '/') || !name[0] || name[0] == '.') {
+    if (name && (strchr(name, '/') || !name[0] || name[0] == '.')) {
         fprintf(stderr, "deform decompose: bad model name '%s'\n", name);
         return 2;
     }
@@ -690,16 +763,17 @@ int cmd_decompose(int argc, char **argv)
     char tmpdir[64] = "";
     struct stat sb;
     df_model_t *m = NULL;
+    char mpath[PATH_MAX + 64] = "", character[128] = "";
     if (ends_with(input, ".safetensors") && stat(input, &sb) == 0 && S_ISREG(sb.st_mode)) {
         df_st_t *st = NULL;
         rc = df_st_open(input, NULL, &st, &err);
         if (!rc && df_st_find(st, "frames")) rc = read_raw(input, st, &s, &err);
-        else if (!rc) rc = df__tool_open_model(input, &m, NULL, 0, &err);
+        else if (!rc) rc = df__tool_open_model(input, &m, mpath, sizeof mpath, &err);
         df_st_close(&st);
     } else if (stat(input, &sb) == 0 && S_ISDIR(sb.st_mode)) {
         char cfg[PATH_MAX];
         snprintf(cfg, sizeof cfg, "%s/config.json", input);
-        if (stat(cfg, &sb) == 0) rc = df__tool_open_model(input, &m, NULL, 0, &err);
+        if (stat(cfg, &sb) == 0) rc = df__tool_open_model(input, &m, mpath, sizeof mpath, &err);
         else rc = read_meshdir(input, &s, &err);
     } else if (ends_with(input, ".md2")) {
         rc = read_md2(input, &s, &err);
@@ -726,13 +800,15 @@ int cmd_decompose(int argc, char **argv)
             else {
                 char p[PATH_MAX];
                 snprintf(p, sizeof p, "%s/src", tmpdir);
-                rc = df__tool_open_model(p, &m, NULL, 0, &err);
+                rc = df__tool_open_model(p, &m, mpath, sizeof mpath, &err);
             }
         }
     } else {
         rc = df_error_set(&err, DF_ENOTFOUND, "%s: %s", input, strerror(errno));
     }
     if (!rc && m) rc = read_model(m, clip, fps, model_rest, &s, &err);
+    if (!rc && m && save_seq && mpath[0]) read_labels(mpath, &s);
+    if (m) snprintf(character, sizeof character, "%s", df_model_name(m));
     df_model_unref(&m);
     if (tmpdir[0]) nftw(tmpdir, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
     if (rc) {
@@ -770,6 +846,17 @@ int cmd_decompose(int argc, char **argv)
         if (!rc) rc = df_st_writer_add(w, "triangles", DF_DT_I32, 2, ts, ti);
         if (!rc) rc = df_st_writer_add(w, "times", DF_DT_F32, 1, ms, s.times);
         if (!rc && s.rest) rc = df_st_writer_add(w, "rest", DF_DT_F32, 2, (int64_t[]){s.N, 3}, s.rest);
+        if (!rc && s.bones) rc = df_st_writer_add(w, "bones", DF_DT_I32, 1, (int64_t[]){s.N}, s.bones);
+        if (!rc && s.bone_names) rc = df_st_writer_meta(w, "bone_names", s.bone_names);
+        /* the model's name unless its import was temporary: the asset's file name */
+        if (!rc && tmpdir[0]) {
+            const char *b = strrchr(input, '/');
+            snprintf(character, sizeof character, "%s", b ? b + 1 : input);
+            char *dot = strrchr(character, '.');
+            if (dot && dot != character) *dot = 0;
+        }
+        if (!rc && character[0]) rc = df_st_writer_meta(w, "character", character);
+        if (!rc && s.clip[0]) rc = df_st_writer_meta(w, "clip", s.clip);
         if (!rc) rc = df_st_writer_save(w, save_seq, &err);
         else df_error_set(&err, rc, "%s: cannot build the sequence file", save_seq);
         df_st_writer_free(&w);
@@ -779,6 +866,21 @@ int cmd_decompose(int argc, char **argv)
             seq_free(&s);
             return 1;
         }
+        if (seq_only) {
+            printf("sequence: %s (%lld frames x %lld vertices%s)\n", save_seq, (long long)s.F,
+                   (long long)s.N, s.bones ? ", bones" : "");
+            seq_free(&s);
+            return 0;
+        }
+    }
+    df_decompose_net_t *net = NULL;
+    if (o.init == DF_DECOMPOSE_INIT_NETWORK) {
+        if (df_decompose_net_load(init_weights, &net, &err)) {
+            fprintf(stderr, "deform decompose: --init network: %s\n", err.msg);
+            seq_free(&s);
+            return 1;
+        }
+        o.init_net = net;
     }
     pool_t pool = {threads};
     openblas_set_num_threads(1); /* the pool owns the cores; core runs GEMMs per block */
@@ -792,6 +894,7 @@ int cmd_decompose(int argc, char **argv)
                                .n_triangles = s.T, .triangles = s.tris, .rest = s.rest};
     df_decompose_result_t *r = NULL;
     rc = df_decompose_fit(&in, &o, NULL, &r, &err);
+    df_decompose_net_free(&net);
     if (rc) {
         fprintf(stderr, "deform decompose: %s\n", err.msg);
         seq_free(&s);
@@ -890,7 +993,10 @@ int cmd_decompose(int argc, char **argv)
         if (mjson) {
             FILE *f = fopen(mjson, "w");
             if (f) {
-                fprintf(f, "{\"transforms\": \"%s\", \"normal_p99_deg\": %.6g, "
+                fprintf(f, "{\"init\": \"%s\", \"erms_init_pct\": %.6g, ",
+                        o.init == DF_DECOMPOSE_INIT_NETWORK ? "network" : "cluster",
+                        100 * st->erms_init);
+                fprintf(f, "\"transforms\": \"%s\", \"normal_p99_deg\": %.6g, "
                            "\"normal_recomputed_p99_deg\": %.6g, ",
                         df_decompose_transforms_name(r->transforms),
                         isfinite(n_skinned) ? n_skinned : -1, isfinite(n_recomputed) ? n_recomputed : -1);
