@@ -58,8 +58,10 @@ static void rt_destroy(void *impl)
     free(r->A);
     free(r->tol);
     free(r->rest);
+    df__rt_ref_free(&r->ref);
     free(r->rigid_w);
     free(r->G);
+    free(r->Gp);
     free(r->L);
     free(r->Ginv);
     free(r);
@@ -255,6 +257,7 @@ static int load_markers(df__rt_t *r, const df_st_t *st, const char *const *src_n
     if (df__rt_degenerate(r->rest, r->rigid_w, K))
         return E_(DF_EFORMAT, "tensor 'retarget/marker_rest': the (weighted) markers are "
                               "collinear: a rigid alignment would be undefined");
+    if (df__rt_ref_init(&r->ref, r->rest, r->rigid_w, K)) return E_(DF_ENOMEM, "out of memory");
     int64_t m = r->Ms, n3 = 3 * K;
     /* the infinitesimal rigid motions at the rest markers, J (3K x 6:
      * rotation about the weighted centroid, translation), projected out of
@@ -331,6 +334,12 @@ static int load_markers(df__rt_t *r, const df_st_t *st, const char *const *src_n
                   "'marker_lambda' (now %g)",
                   (long long)(bad - 1), src_names[bad - 1],
                   r->rigid_fix ? " and rigid motions" : "", r->lambda);
+    /* G with rows padded to 8 doubles, for the bounded solve's fast path */
+    const int64_t P = df__rt_pad(m);
+    r->Gp = aligned_alloc(64, (size_t)(m * P) * sizeof(double));
+    if (!r->Gp) return E_(DF_ENOMEM, "out of memory");
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < P; j++) r->Gp[i * P + j] = j < m ? r->G[i * m + j] : 0.0;
     /* G^-1 (float), for the batch's unconstrained solutions: the warm start
      * of the bounded solves */
     r->Ginv = malloc((size_t)(m * m) * sizeof(float));
@@ -475,10 +484,10 @@ static size_t rt_scratch_bytes(const df_model_t *m, int n)
     const df__rt_t *r = m->impl;
     size_t B = (size_t)n, K3 = (size_t)(3 * r->K), Ms = (size_t)r->Ms;
     size_t fl = al16(Ms * B) + al16((size_t)r->Mt * B) + al16(K3 * B) * 2 + al16(Ms * B) * 2;
-    size_t db = r->K ? df__rt_bvls_work(r->Ms) + 2 * Ms + 16 : 0;
+    size_t db = r->K ? df__rt_bvls_work(r->Ms) + df__rt_pdas_work(r->Ms) + 2 * Ms + 32 : 0;
     size_t ptr = 3 * B + 8;
     return (al16(df_kind_rigged.scratch_bytes(r->target, n)) + 64) + fl * sizeof(float) +
-           db * sizeof(double) + ptr * sizeof(void *) + B * sizeof(int32_t) + B * Ms + 256;
+           db * sizeof(double) + ptr * sizeof(void *) + B * sizeof(int32_t) + B * Ms + Ms + 256;
 }
 
 static const float *pose_in(const df_batch_t *b, int idx, int p)
@@ -536,11 +545,14 @@ static int rt_evaluate(const df_model_t *m, const df_batch_t *b, void *scratch,
     s += al16((size_t)Ms * B);
     double *d = (double *)s;
     double *bw = d, *ww = bw + Ms, *work = ww + Ms;
-    if (K) d = work + df__rt_bvls_work(Ms) + 16;
+    /* the fast path's work, 64-byte aligned */
+    double *pwork = (double *)(((uintptr_t)(work + df__rt_bvls_work(Ms)) + 63) & ~(uintptr_t)63);
+    if (K) d = pwork + df__rt_pdas_work(Ms) + 8;
     const float **pin = (const float **)d;
     float **ppos = (float **)(pin + B), **pnrm = ppos + B;
     int32_t *mk = (int32_t *)(pnrm + B); /* pose index of each marker pose */
     uint8_t *sets = (uint8_t *)(mk + B);  /* [nm, Ms] active sets */
+    uint8_t *sets0 = sets + (size_t)B * Ms; /* [Ms] a pose's starting sets */
 
     /* 1. validate every pose before anything is written */
     int nm = 0;
@@ -570,9 +582,10 @@ static int rt_evaluate(const df_model_t *m, const df_batch_t *b, void *scratch,
     for (int it = 0; nm > 0 && it < r->iters; it++) {
         for (int q = 0; q < nm; q++) {
             const float *x = pose_in(b, r->in_mk, mk[q]);
-            const float *ref = it == 0 ? r->rest : Yref + (size_t)q * K3;
             double R[9], t[3];
-            if (df__rt_rigid_align(x, ref, r->rigid_w, K, 0, R, t))
+            if (it == 0)
+                df__rt_rigid_align_ref(x, &r->ref, R, t);
+            else if (df__rt_rigid_align(x, Yref + (size_t)q * K3, r->rigid_w, K, 0, R, t))
                 return E_(DF_EINVAL, "pose %d: input 'markers': rigid alignment failed "
                                      "(degenerate marker set)", mk[q]);
             float *y = Y + (size_t)q * K3;
@@ -595,8 +608,19 @@ static int rt_evaluate(const df_model_t *m, const df_batch_t *b, void *scratch,
         }
         for (int q = 0; q < nm; q++) {
             for (int64_t i = 0; i < Ms; i++) bw[i] = RHS[(size_t)q * Ms + i];
-            /* later rounds start from the previous round's sets */
-            df__rt_bvls(r->G, r->L, bw, Ms, r->bounds, r->tol, sets + (size_t)q * Ms, ww, work);
+            /* later rounds start from the previous round's sets; the fast
+             * path first, the general solver from the same sets when it
+             * does not settle (the same answer either way) */
+            uint8_t *sq = sets + (size_t)q * Ms;
+            if (r->bounds == DF_RT_NONE) {
+                df__rt_bvls(r->G, r->L, bw, Ms, r->bounds, r->tol, sq, ww, work);
+            } else {
+                memcpy(sets0, sq, (size_t)Ms);
+                if (df__rt_pdas(r->Gp, Ms, bw, r->bounds, r->tol, sq, ww, pwork) < 0) {
+                    memcpy(sq, sets0, (size_t)Ms);
+                    df__rt_bvls(r->G, r->L, bw, Ms, r->bounds, r->tol, sq, ww, work);
+                }
+            }
             for (int64_t i = 0; i < Ms; i++) Wm[(size_t)q * Ms + i] = (float)ww[i];
         }
         if (it + 1 < r->iters) {

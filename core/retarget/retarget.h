@@ -16,6 +16,16 @@ typedef enum df__rt_bounds {
     DF_RT_NONE = 2,   /* plain least squares */
 } df__rt_bounds_t;
 
+/* Fixed reference points (the rest markers) prepared for many alignments:
+ * df__rt_rigid_align_ref(x, ref) is df__rt_rigid_align(x, y, w) (check
+ * off) with y's centroid and centred points computed once. */
+typedef struct df__rt_ref {
+    int64_t K;
+    const float *w;        /* borrowed [K] */
+    double *yc;            /* owned [K,3]: y - cy */
+    double cy[3], syc[3];  /* centroid; sum_i w_i yc_i (rounding: w sums to 1) */
+} df__rt_ref_t;
+
 typedef struct df__rt {
     df_model_t *target;  /* owned: the `rigged` model of the target's
                           * tensors; its kernel evaluates every pose */
@@ -26,7 +36,10 @@ typedef struct df__rt {
     float *A;            /* [Ms,K,3] = column-major 3K x Ms: marker deltas */
     float *rest;         /* [K,3] marker rest positions */
     float *rigid_w;      /* [K] alignment weights, sum 1 */
+    df__rt_ref_t ref;    /* rest with rigid_w, prepared for alignments */
     double *G;           /* [Ms,Ms] A'A + lambda I, row-major */
+    double *Gp;          /* [Ms,P] G with rows padded to P = df__rt_pad(Ms)
+                          * doubles (zeros), 64-byte aligned */
     double *L;           /* [Ms,Ms] its Cholesky factor (lower) */
     float *Ginv;         /* [Ms,Ms] G^-1 (symmetric), for warm starts */
     float *At;           /* [Ms,K,3]: A with the infinitesimal rigid motions
@@ -75,6 +88,22 @@ int df__rt_bvls(const double *G, const double *L, const double *b, int64_t m,
                 df__rt_bounds_t bounds, const double *tol, uint8_t *state_io, double *w,
                 double *work);
 
+/* The fast path of df__rt_bvls with a warm start (rt_pdas.c): the same
+ * primal-dual active-set rounds (at most 8, the same rule and tolerances,
+ * hence the same answer) on an explicit inverse of the free block updated
+ * as variables enter and leave it, instead of a Cholesky factorisation of
+ * every round's free block. Gp: G with rows padded to df__rt_pad(m) doubles
+ * (zeros), 64-byte aligned; work: df__rt_pdas_work(m) doubles, 64-byte
+ * aligned. state_io: the starting sets, overwritten. Returns the rounds
+ * (>= 1) when they settled (w the answer, state_io its sets), or -1 when
+ * they did not, or a pivot was numerically zero: the caller then runs
+ * df__rt_bvls from the same starting sets (a copy), whose active-set
+ * fallback handles both. bounds: DF_RT_UNIT or DF_RT_NONNEG. */
+int64_t df__rt_pad(int64_t m);
+size_t df__rt_pdas_work(int64_t m);
+int df__rt_pdas(const double *Gp, int64_t m, const double *b, df__rt_bounds_t bounds,
+                const double *tol, uint8_t *state_io, double *w, double *work);
+
 /* Cholesky G = L L' (lower, row-major, m x m) in double. Returns 0, or the
  * 1-based index of the first pivot <= min_pivot (not positive definite). */
 int64_t df__rt_cholesky(const double *G, int64_t m, double min_pivot,
@@ -93,6 +122,10 @@ int df__rt_rigid_align(const float *x, const float *y, const float *w,
 
 /* 1 when K points are collinear or coincident (as above), else 0. */
 int df__rt_degenerate(const float *x, const float *w, int64_t K);
+
+int df__rt_ref_init(df__rt_ref_t *ref, const float *y, const float *w, int64_t K); /* -1: ENOMEM */
+void df__rt_ref_free(df__rt_ref_t *ref);
+void df__rt_rigid_align_ref(const float *x, const df__rt_ref_t *ref, double R[9], double t[3]);
 
 /* ------------------------------------------- another topology (offline) */
 

@@ -16,6 +16,7 @@
 #include "retarget/retarget.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -358,6 +359,127 @@ static void jacobi(double *a, int n, double *V)
     }
 }
 
+/* 3 x 3 determinant of rows a, b, c (each 3 values) */
+static double det3(const double *a, const double *b, const double *c)
+{
+    return a[0] * (b[1] * c[2] - b[2] * c[1]) - a[1] * (b[0] * c[2] - b[2] * c[0]) +
+           a[2] * (b[0] * c[1] - b[1] * c[0]);
+}
+
+/* cofactor (i, j) of the symmetric 4 x 4 A (row-major) */
+static double cofactor4(const double *A, int i, int j)
+{
+    double r[3][3];
+    for (int p = 0, rp = 0; p < 4; p++) {
+        if (p == i) continue;
+        for (int q = 0, rq = 0; q < 4; q++) {
+            if (q == j) continue;
+            r[rp][rq++] = A[p * 4 + q];
+        }
+        rp++;
+    }
+    const double d = det3(r[0], r[1], r[2]);
+    return (i + j) & 1 ? -d : d;
+}
+
+/* Horn 1987: the rotation taking the points of cross-covariance S (x to y)
+ * best onto each other is the unit quaternion (w, x, y, z) that is N's
+ * dominant eigenvector. Its eigenvalue is the largest root of N's
+ * characteristic polynomial lambda^4 + c2 lambda^2 + c1 lambda + c0 (N has
+ * trace 0 and real eigenvalues): Newton from above it (sqrt 3 |S|_F bounds
+ * every eigenvalue) descends onto it monotonically; the eigenvector is the
+ * largest column of the adjugate of N - lambda I (rank 3 when the root is
+ * simple). When the root is not simple or the eigenvector's residual is not
+ * at rounding level, cyclic Jacobi on N decides (the general method). */
+static void horn_rotation(const double S[9], double R[9])
+{
+    double Sxx = S[0], Sxy = S[1], Sxz = S[2], Syx = S[3], Syy = S[4], Syz = S[5], Szx = S[6],
+           Szy = S[7], Szz = S[8];
+    double N[16] = {Sxx + Syy + Szz, Syz - Szy, Szx - Sxz, Sxy - Syx,
+                    Syz - Szy, Sxx - Syy - Szz, Sxy + Syx, Szx + Sxz,
+                    Szx - Sxz, Sxy + Syx, -Sxx + Syy - Szz, Syz + Szy,
+                    Sxy - Syx, Szx + Sxz, Syz + Szy, -Sxx - Syy + Szz};
+    double f2 = 0;
+    for (int i = 0; i < 9; i++) f2 += S[i] * S[i];
+    double q[4] = {1, 0, 0, 0};
+    int ok = 0;
+    if (f2 > 0) {
+        const double c2 = -2 * f2, c1 = -8 * det3(S, S + 3, S + 6);
+        /* c0 = det N by the 2 x 2 minors of its first two rows */
+        const double *n0 = N, *n1 = N + 4, *n2 = N + 8, *n3 = N + 12;
+        const double a01 = n0[0] * n1[1] - n0[1] * n1[0], a02 = n0[0] * n1[2] - n0[2] * n1[0],
+                     a03 = n0[0] * n1[3] - n0[3] * n1[0], a12 = n0[1] * n1[2] - n0[2] * n1[1],
+                     a13 = n0[1] * n1[3] - n0[3] * n1[1], a23 = n0[2] * n1[3] - n0[3] * n1[2];
+        const double b01 = n2[0] * n3[1] - n2[1] * n3[0], b02 = n2[0] * n3[2] - n2[2] * n3[0],
+                     b03 = n2[0] * n3[3] - n2[3] * n3[0], b12 = n2[1] * n3[2] - n2[2] * n3[1],
+                     b13 = n2[1] * n3[3] - n2[3] * n3[1], b23 = n2[2] * n3[3] - n2[3] * n3[2];
+        const double c0 = a01 * b23 - a02 * b13 + a03 * b12 + a12 * b03 - a13 * b02 + a23 * b01;
+        double l = sqrt(3 * f2);
+        const double scale = l;
+        for (int it = 0; it < 60; it++) {
+            const double l2 = l * l;
+            const double p = (l2 + c2) * l2 + c1 * l + c0, dp = (4 * l2 + 2 * c2) * l + c1;
+            if (!(dp > 0)) break;
+            const double step = p / dp;
+            l -= step;
+            if (fabs(step) <= 1e-15 * scale) {
+                ok = 1;
+                break;
+            }
+        }
+        if (ok) {
+            double A[16];
+            memcpy(A, N, sizeof A);
+            for (int i = 0; i < 4; i++) A[i * 5] -= l;
+            int j = 0;
+            double best = -1;
+            for (int i = 0; i < 4; i++) {
+                const double c = fabs(cofactor4(A, i, i));
+                if (c > best) best = c, j = i;
+            }
+            double n = 0;
+            for (int i = 0; i < 4; i++) {
+                q[i] = cofactor4(A, i, j);
+                n += q[i] * q[i];
+            }
+            n = sqrt(n);
+            ok = n > 0;
+            if (ok) {
+                for (int i = 0; i < 4; i++) q[i] /= n;
+                /* the eigenvector at rounding level: |A q| against |N| */
+                double res = 0;
+                for (int i = 0; i < 4; i++) {
+                    double v = 0;
+                    for (int k = 0; k < 4; k++) v += A[i * 4 + k] * q[k];
+                    res += v * v;
+                }
+                ok = sqrt(res) <= 1e-11 * scale;
+            }
+        }
+    }
+    if (!ok) {
+        double V[16];
+        jacobi(N, 4, V);
+        int k = 0;
+        for (int i = 1; i < 4; i++)
+            if (N[i * 4 + i] > N[k * 4 + k]) k = i;
+        double n = 0;
+        for (int i = 0; i < 4; i++) n += V[i * 4 + k] * V[i * 4 + k];
+        n = sqrt(n);
+        for (int i = 0; i < 4; i++) q[i] = V[i * 4 + k] / n;
+    }
+    const double qw = q[0], qx = q[1], qy = q[2], qz = q[3];
+    R[0] = 1 - 2 * (qy * qy + qz * qz);
+    R[1] = 2 * (qx * qy - qw * qz);
+    R[2] = 2 * (qx * qz + qw * qy);
+    R[3] = 2 * (qx * qy + qw * qz);
+    R[4] = 1 - 2 * (qx * qx + qz * qz);
+    R[5] = 2 * (qy * qz - qw * qx);
+    R[6] = 2 * (qx * qz - qw * qy);
+    R[7] = 2 * (qy * qz + qw * qx);
+    R[8] = 1 - 2 * (qx * qx + qy * qy);
+}
+
 static void centroid(const float *x, const float *w, int64_t K, double c[3])
 {
     c[0] = c[1] = c[2] = 0;
@@ -365,8 +487,34 @@ static void centroid(const float *x, const float *w, int64_t K, double c[3])
         for (int d = 0; d < 3; d++) c[d] += w[i] * (double)x[3 * i + d];
 }
 
+/* A sufficient test, from one pass of moments: with e1 >= e2 >= e3 the
+ * eigenvalues of the weighted scatter, c1 = e1e2 + e1e3 + e2e3 <= 3 e1 e2
+ * and tr >= e1, so c1 > 1e-8 tr^2 gives e2 > 3.3e-9 e1, far above the
+ * 1e-10 of the exact test: rounding cannot decide it. 1: certainly not
+ * degenerate; 0: ask the exact test. */
+static int clearly_spread(const float *x, const float *w, int64_t K)
+{
+    double s1[3] = {0, 0, 0}, s2[6] = {0, 0, 0, 0, 0, 0}, sw = 0;
+    for (int64_t i = 0; i < K; i++) {
+        const double wi = w[i], a = x[3 * i], b = x[3 * i + 1], c = x[3 * i + 2];
+        sw += wi;
+        s1[0] += wi * a, s1[1] += wi * b, s1[2] += wi * c;
+        s2[0] += wi * a * a, s2[1] += wi * b * b, s2[2] += wi * c * c;
+        s2[3] += wi * a * b, s2[4] += wi * a * c, s2[5] += wi * b * c;
+    }
+    if (!(sw > 0)) return 0;
+    const double m0 = s1[0] / sw, m1 = s1[1] / sw, m2 = s1[2] / sw;
+    const double xx = s2[0] / sw - m0 * m0, yy = s2[1] / sw - m1 * m1,
+                 zz = s2[2] / sw - m2 * m2, xy = s2[3] / sw - m0 * m1,
+                 xz = s2[4] / sw - m0 * m2, yz = s2[5] / sw - m1 * m2;
+    const double tr = xx + yy + zz;
+    const double c1 = xx * yy - xy * xy + xx * zz - xz * xz + yy * zz - yz * yz;
+    return tr > 0 && c1 > 1e-8 * tr * tr;
+}
+
 int df__rt_degenerate(const float *x, const float *w, int64_t K)
 {
+    if (clearly_spread(x, w, K)) return 0;
     double c[3], S[9] = {0}, V[9];
     centroid(x, w, K, c);
     for (int64_t i = 0; i < K; i++) {
@@ -396,31 +544,53 @@ int df__rt_rigid_align(const float *x, const float *y, const float *w,
         for (int p = 0; p < 3; p++)
             for (int q = 0; q < 3; q++) S[p * 3 + q] += w[i] * a[p] * b[q];
     }
-    /* Horn 1987: N's dominant eigenvector is the unit quaternion (w,x,y,z) */
-    double Sxx = S[0], Sxy = S[1], Sxz = S[2], Syx = S[3], Syy = S[4],
-           Syz = S[5], Szx = S[6], Szy = S[7], Szz = S[8];
-    double N[16] = {Sxx + Syy + Szz, Syz - Szy, Szx - Sxz, Sxy - Syx,
-                    Syz - Szy, Sxx - Syy - Szz, Sxy + Syx, Szx + Sxz,
-                    Szx - Sxz, Sxy + Syx, -Sxx + Syy - Szz, Syz + Szy,
-                    Sxy - Syx, Szx + Sxz, Syz + Szy, -Sxx - Syy + Szz};
-    double V[16];
-    jacobi(N, 4, V);
-    int k = 0;
-    for (int i = 1; i < 4; i++)
-        if (N[i * 4 + i] > N[k * 4 + k]) k = i;
-    double qw = V[k], qx = V[4 + k], qy = V[8 + k], qz = V[12 + k];
-    double n = sqrt(qw * qw + qx * qx + qy * qy + qz * qz);
-    qw /= n, qx /= n, qy /= n, qz /= n;
-    R[0] = 1 - 2 * (qy * qy + qz * qz);
-    R[1] = 2 * (qx * qy - qw * qz);
-    R[2] = 2 * (qx * qz + qw * qy);
-    R[3] = 2 * (qx * qy + qw * qz);
-    R[4] = 1 - 2 * (qx * qx + qz * qz);
-    R[5] = 2 * (qy * qz - qw * qx);
-    R[6] = 2 * (qx * qz - qw * qy);
-    R[7] = 2 * (qy * qz + qw * qx);
-    R[8] = 1 - 2 * (qx * qx + qy * qy);
+    horn_rotation(S, R);
     for (int a = 0; a < 3; a++)
         t[a] = cy[a] - (R[3 * a] * cx[0] + R[3 * a + 1] * cx[1] + R[3 * a + 2] * cx[2]);
     return 0;
+}
+
+int df__rt_ref_init(df__rt_ref_t *ref, const float *y, const float *w, int64_t K)
+{
+    memset(ref, 0, sizeof *ref);
+    ref->K = K;
+    ref->w = w;
+    ref->yc = malloc(sizeof(double) * (size_t)(3 * K));
+    if (!ref->yc) return -1;
+    centroid(y, w, K, ref->cy);
+    for (int64_t i = 0; i < K; i++)
+        for (int d = 0; d < 3; d++) {
+            ref->yc[3 * i + d] = y[3 * i + d] - ref->cy[d];
+            ref->syc[d] += w[i] * ref->yc[3 * i + d];
+        }
+    return 0;
+}
+
+void df__rt_ref_free(df__rt_ref_t *ref)
+{
+    free(ref->yc);
+    ref->yc = NULL;
+}
+
+/* df__rt_rigid_align onto the prepared reference: the cross-covariance
+ * sum w (x - cx)(y - cy)' as sum w x (y - cy)' - cx sum w (y - cy)' in one
+ * pass over the points */
+void df__rt_rigid_align_ref(const float *x, const df__rt_ref_t *ref, double R[9], double t[3])
+{
+    double cx[3] = {0, 0, 0}, S[9] = {0, 0, 0, 0, 0, 0, 0, 0, 0};
+    const double *yc = ref->yc;
+    for (int64_t i = 0; i < ref->K; i++) {
+        const double wi = ref->w[i];
+        const double a0 = wi * x[3 * i], a1 = wi * x[3 * i + 1], a2 = wi * x[3 * i + 2];
+        const double b0 = yc[3 * i], b1 = yc[3 * i + 1], b2 = yc[3 * i + 2];
+        cx[0] += a0, cx[1] += a1, cx[2] += a2;
+        S[0] += a0 * b0, S[1] += a0 * b1, S[2] += a0 * b2;
+        S[3] += a1 * b0, S[4] += a1 * b1, S[5] += a1 * b2;
+        S[6] += a2 * b0, S[7] += a2 * b1, S[8] += a2 * b2;
+    }
+    for (int p = 0; p < 3; p++)
+        for (int q = 0; q < 3; q++) S[p * 3 + q] -= cx[p] * ref->syc[q];
+    horn_rotation(S, R);
+    for (int a = 0; a < 3; a++)
+        t[a] = ref->cy[a] - (R[3 * a] * cx[0] + R[3 * a + 1] * cx[1] + R[3 * a + 2] * cx[2]);
 }

@@ -261,6 +261,89 @@ static void test_bvls_face_size(void)
     free(work);
 }
 
+/* The fast path (df__rt_pdas: the primal-dual rounds on an explicit inverse
+ * of the free block) against df__rt_bvls from the same start: the same sets
+ * and the same answer whenever the fast path settles (it runs the same
+ * rounds with the same rule), and it settles on most problems (else the
+ * kind would always pay for both). Sizes around a face rig's, one with
+ * more than 32 unknowns per row chunk; unit and non-negative bounds;
+ * starts from the unconstrained solution's signs (as the kind), from
+ * random sets (upper bounds included) and all-bound. */
+static void test_pdas_equals_bvls(void)
+{
+    const int sizes[] = {1, 5, 12, 33, 55, 70};
+    int settled = 0, trials = 0;
+    double worst = 0;
+    for (int si = 0; si < 6; si++) {
+        const int m = sizes[si];
+        const int64_t P = df__rt_pad(m);
+        double *G = malloc(sizeof(double) * (size_t)(m * m)), *L = malloc(sizeof(double) * (size_t)(m * m));
+        double *Gp = aligned_alloc(64, sizeof(double) * (size_t)(m * P));
+        size_t nw = (df__rt_pdas_work(m) + 7) & ~(size_t)7;
+        double *pw = aligned_alloc(64, sizeof(double) * nw);
+        double *work = malloc(sizeof(double) * df__rt_bvls_work(m));
+        double *b = malloc(sizeof(double) * (size_t)m * 5), *wu = b + m, *w1 = wu + m, *w2 = w1 + m,
+               *g = w2 + m;
+        uint8_t *s1 = malloc((size_t)m * 3), *s2 = s1 + m, *s0 = s2 + m;
+        for (int trial = 0; trial < 60; trial++, trials++) {
+            const int unit = trial % 2 == 0;
+            const double cond = trial % 3 == 0 ? 1.0 : trial % 3 == 1 ? 0.05 : 1e-3;
+            random_spd(m, m + 4 + 3 * m, cond, G);
+            for (int i = 0; i < m; i++)
+                for (int j = 0; j < P; j++) Gp[i * P + j] = j < m ? G[i * m + j] : 0.0;
+            double scale = 0;
+            for (int i = 0; i < m; i++) scale = fmax(scale, G[i * m + i]);
+            for (int i = 0; i < m; i++) {
+                double wt = urand() < 0.2 ? 0.2 + urand() : 0.0;
+                b[i] = 0.05 * scale * nrand() + G[i * m + i] * wt;
+            }
+            DF_CHECK(df__rt_cholesky(G, m, 0.0, L) == 0);
+            memcpy(wu, b, sizeof(double) * (size_t)m);
+            df__rt_chol_solve(L, m, wu);
+            for (int i = 0; i < m; i++) {
+                const int start = trial % 5;
+                s0[i] = start < 3 ? (wu[i] <= 0 ? DF_RT_AT_LO : unit && wu[i] >= 1 ? DF_RT_AT_HI : DF_RT_FREE)
+                        : start == 3 ? (uint8_t)(urand() * 3)
+                                     : DF_RT_AT_LO;
+            }
+            double tolv[70];
+            for (int i = 0; i < m; i++) tolv[i] = 1e-10 * sqrt(scale * G[i * m + i]);
+            const df__rt_bounds_t bd = unit ? DF_RT_UNIT : DF_RT_NONNEG;
+            memcpy(s1, s0, (size_t)m);
+            memcpy(s2, s0, (size_t)m);
+            const int rc = df__rt_pdas(Gp, m, b, bd, tolv, s1, w1, pw);
+            df__rt_bvls(G, L, b, m, bd, tolv, s2, w2, work);
+            if (rc < 0) continue;
+            settled++;
+            DF_CHECK(rc >= 1 && rc <= 8);
+            double mx = 1;
+            for (int i = 0; i < m; i++) mx = fmax(mx, fabs(w2[i]));
+            for (int i = 0; i < m; i++) {
+                worst = fmax(worst, fabs(w1[i] - w2[i]) / mx);
+                DF_CHECK_MSG(s1[i] == s2[i], "m %d trial %d: variable %d set %d vs %d", m, trial, i,
+                             s1[i], s2[i]);
+            }
+            /* and the KKT conditions, evaluated here */
+            for (int i = 0; i < m; i++) {
+                g[i] = b[i];
+                for (int j = 0; j < m; j++) g[i] -= G[i * m + j] * w1[j];
+            }
+            for (int i = 0; i < m; i++) {
+                DF_CHECK(w1[i] >= 0 && (!unit || w1[i] <= 1));
+                if (s1[i] == DF_RT_FREE)
+                    DF_CHECK_MSG(fabs(g[i]) <= 1e-6 * scale * mx, "free %d g %g", i, g[i]);
+                else if (s1[i] == DF_RT_AT_LO)
+                    DF_CHECK(w1[i] == 0 && g[i] <= tolv[i]);
+                else
+                    DF_CHECK(w1[i] == 1 && g[i] >= -tolv[i]);
+            }
+        }
+        free(G), free(L), free(Gp), free(pw), free(work), free(b), free(s1);
+    }
+    DF_CHECK_MSG(worst < 1e-9, "max |w_fast - w| / max|w| = %g", worst);
+    DF_CHECK_MSG(settled >= trials * 7 / 10, "the fast path settled %d of %d", settled, trials);
+}
+
 static void test_cholesky(void)
 {
     double G[9] = {4, 2, 0, 2, 5, 1, 0, 1, 3}, L[9];
@@ -318,6 +401,57 @@ static void test_rigid_align(void)
         for (int i = 0; i < 9; i++) DF_CHECK_NEAR(R[i], Rt[i], 2e-5);
         for (int a = 0; a < 3; a++) DF_CHECK_NEAR(tt[a], t[a], 2e-4);
     }
+    /* the prepared reference (the kind's path) equals the general one */
+    for (int trial = 0; trial < 100; trial++) {
+        const int K = 4 + trial % 60;
+        float xs[3 * 64], ys[3 * 64], ws[64];
+        double ws_sum = 0, q[4] = {nrand(), nrand(), nrand(), nrand()}, n = 0, Rt[9];
+        for (int i = 0; i < 4; i++) n += q[i] * q[i];
+        for (int i = 0; i < 4; i++) q[i] /= sqrt(n);
+        rot_from_quat(q, Rt);
+        for (int i = 0; i < K; i++) {
+            ws[i] = (float)(0.1 + urand());
+            ws_sum += ws[i];
+            for (int a = 0; a < 3; a++) ys[3 * i + a] = (float)(10 + 4 * nrand());
+        }
+        for (int i = 0; i < K; i++) ws[i] = (float)(ws[i] / ws_sum);
+        for (int i = 0; i < K; i++)
+            for (int a = 0; a < 3; a++)
+                xs[3 * i + a] = (float)(Rt[3 * a] * ys[3 * i] + Rt[3 * a + 1] * ys[3 * i + 1] +
+                                        Rt[3 * a + 2] * ys[3 * i + 2] + 0.3 * nrand());
+        df__rt_ref_t ref;
+        DF_CHECK(df__rt_ref_init(&ref, ys, ws, K) == 0);
+        double R1[9], t1[3], R2[9], t2[3];
+        df__rt_rigid_align_ref(xs, &ref, R1, t1);
+        DF_CHECK(df__rt_rigid_align(xs, ys, ws, K, 1, R2, t2) == 0);
+        for (int i = 0; i < 9; i++) DF_CHECK_NEAR(R1[i], R2[i], 1e-12);
+        for (int a = 0; a < 3; a++) DF_CHECK_NEAR(t1[a], t2[a], 1e-10);
+        df__rt_ref_free(&ref);
+    }
+    /* collinear points with the check off: the largest eigenvalue of
+     * Horn's matrix is double (any turn about the line fits), the general
+     * eigensolver decides; still a rotation taking the line onto its image */
+    {
+        float xs[15], ys[15], ws[5] = {0.2f, 0.2f, 0.2f, 0.2f, 0.2f};
+        const double d[3] = {0.48, 0.6, 0.64}; /* unit */
+        for (int i = 0; i < 5; i++)
+            for (int a = 0; a < 3; a++) {
+                xs[3 * i + a] = (float)(i * d[a]);
+                ys[3 * i + a] = (float)(i * d[(a + 1) % 3] + 1);
+            }
+        double R[9], t[3];
+        DF_CHECK(df__rt_rigid_align(xs, ys, ws, 5, 0, R, t) == 0);
+        double RRt[9];
+        for (int i = 0; i < 3; i++)
+            for (int j = 0; j < 3; j++) {
+                RRt[i * 3 + j] = 0;
+                for (int k = 0; k < 3; k++) RRt[i * 3 + j] += R[i * 3 + k] * R[j * 3 + k];
+                DF_CHECK_NEAR(RRt[i * 3 + j], i == j, 1e-12);
+            }
+        for (int a = 0; a < 3; a++)
+            DF_CHECK_NEAR(R[3 * a] * d[0] + R[3 * a + 1] * d[1] + R[3 * a + 2] * d[2],
+                          d[(a + 1) % 3], 1e-6);
+    }
     /* a mirror image: the best proper rotation still has det +1 */
     for (int i = 0; i < 6; i++)
         for (int a = 0; a < 3; a++) x[3 * i + a] = (float)nrand();
@@ -347,6 +481,19 @@ static void test_rigid_align(void)
         x[3 * i + 2] = 0;
     }
     DF_CHECK(df__rt_degenerate(x, w, 5) == 0);
+    /* nearly collinear: scatter eigenvalue ratios 1e-9 (kept) and 1e-11
+     * (refused) on either side of the 1e-10 limit, below what the one-pass
+     * sufficient test certifies (the exact test decides both) */
+    const double eps[2] = {4.47e-5, 4.47e-6}; /* ratio ~ eps^2 / 2 */
+    for (int c = 0; c < 2; c++) {
+        for (int i = 0; i < 5; i++) {
+            w[i] = 0.2f;
+            x[3 * i] = (float)(i - 2);
+            x[3 * i + 1] = (float)(i % 2 ? eps[c] : -eps[c]);
+            x[3 * i + 2] = 0;
+        }
+        DF_CHECK_MSG(df__rt_degenerate(x, w, 5) == c, "case %d", c);
+    }
 }
 
 int main(void)
@@ -354,6 +501,7 @@ int main(void)
     DF_RUN(test_bvls_exhaustive);
     DF_RUN(test_bvls_none);
     DF_RUN(test_bvls_face_size);
+    DF_RUN(test_pdas_equals_bvls);
     DF_RUN(test_cholesky);
     DF_RUN(test_rigid_align);
     return dftest_exit();
