@@ -503,6 +503,31 @@ int df_kserve_parse_request(df_ks_request_t *r, const char *body, size_t len, si
             }
             r->clip_dt = jv_num(v);
         }
+        if ((v = jv_get(params, "sequence_id"))) {
+            if (jv_is_int(v) && jv_int(v) >= 0) {
+                r->seq_id = (uint64_t)jv_int(v);
+                r->seq = r->seq_id != 0;
+            } else if (jv_is_str(v) && jv_strlen(v) < DF_NAME_MAX &&
+                       strlen(jv_str(v)) == jv_strlen(v)) {
+                memcpy(r->seq_id_str, jv_str(v), jv_strlen(v) + 1);
+                r->seq = r->seq_id_str[0] != 0;
+            } else {
+                rc = df_error_set(err, DF_EINVAL,
+                                  "parameters.sequence_id must be an integer in 0..2^63-1 or a "
+                                  "string of at most %d bytes (0 and \"\" mean no sequence)",
+                                  DF_NAME_MAX - 1);
+                goto done;
+            }
+        }
+        if ((rc = parse_bool(params, "sequence_start", &r->seq_start, "request", err)) ||
+            (rc = parse_bool(params, "sequence_end", &r->seq_end, "request", err)))
+            goto done;
+        if ((r->seq_start || r->seq_end) && !r->seq) {
+            rc = df_error_set(err, DF_EINVAL,
+                              "parameters.sequence_%s needs a non-zero parameters.sequence_id",
+                              r->seq_start ? "start" : "end");
+            goto done;
+        }
     }
     /* inputs: first pass validates and counts arena floats */
     const jv_t *inputs = jv_get(root, "inputs");
@@ -1257,20 +1282,26 @@ int df_kserve_write_response(df_ks_buf_t *b, const char *model_name, int64_t ver
         df_ks_buf_append(b, "],\"parameters\":{\"encoding\":\"", 28);
         df_ks_buf_str(b, df_encoding_name(o->encoding));
         df_ks_buf_append(b, "\"", 1);
-        if (o->encoding == DF_ENC_I16 && o->quant) {
-            df_ks_buf_append(b, ",\"scale\":[", 10);
-            put_floats(b, o->quant->scale, (size_t)o->quant->comps);
-            df_ks_buf_append(b, "],\"offset\":[", 12);
-            put_floats(b, o->quant->offset, (size_t)o->quant->comps);
-            df_ks_buf_printf(b, "],\"clamped\":%zu", o->clamped);
-        }
+        if (o->encoding == DF_ENC_I16 && o->quant) df_ks_buf_printf(b, ",\"clamped\":%zu", o->clamped);
         if (o->binary) {
             df_ks_buf_append(b, ",\"binary_data_size\":", 20);
             df_ks_buf_i64(b, (int64_t)o->nbytes);
-            df_ks_buf_append(b, "}}", 2);
+        }
+        df_ks_buf_append(b, "}", 1);
+        /* KServe's $parameters hold scalars: the int16 box per component goes
+         * to the output's "deformd" extension object */
+        if (o->encoding == DF_ENC_I16 && o->quant) {
+            df_ks_buf_append(b, ",\"deformd\":{\"scale\":[", 21);
+            put_floats(b, o->quant->scale, (size_t)o->quant->comps);
+            df_ks_buf_append(b, "],\"offset\":[", 12);
+            put_floats(b, o->quant->offset, (size_t)o->quant->comps);
+            df_ks_buf_append(b, "]}", 2);
+        }
+        if (o->binary) {
+            df_ks_buf_append(b, "}", 1);
             continue;
         }
-        df_ks_buf_append(b, "},\"data\":[", 10);
+        df_ks_buf_append(b, ",\"data\":[", 9);
         if (o->encoding == DF_ENC_I16) {
             const int16_t *q = o->bytes;
             for (size_t k = 0; k < numel; k++) {

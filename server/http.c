@@ -435,34 +435,46 @@ static void json_names(df_ks_buf_t *b, const df_model_t *m, const char *list)
 }
 
 /* Inputs of at most this many values carry their default in the metadata
- * ("parameters": {"default": [...]}, flat, row-major) so that clients can
- * start from it, e.g. the viewer's joint sliders compose with the rest local
- * joint rotations. Larger inputs (none today) would bloat every metadata read. */
+ * ("deformd": {"defaults": {"<input>": [...]}}, flat, row-major) so that
+ * clients can start from it, e.g. the viewer's joint sliders compose with the
+ * rest local joint rotations. Larger inputs (none today) would bloat every
+ * metadata read. */
 #define META_DEFAULT_MAX 4096
 
-static void json_io(df_ks_buf_t *b, const df_io_desc_t *d, int is_input, const float *def)
+/* A tensor's metadata. KServe's $parameters hold scalars only, so an input's
+ * parameters are {"optional": bool}; lists and objects go to the "deformd"
+ * extension object of the model's metadata (h_model_meta). */
+static void json_io(df_ks_buf_t *b, const df_io_desc_t *d, int is_input)
 {
     df_ks_buf_append(b, "{\"name\":", 8);
     df_ks_buf_json_string(b, d->name);
     df_ks_buf_printf(b, ",\"datatype\":\"FP32\",\"shape\":[-1");
     for (int k = 0; k < d->ndim; k++) df_ks_buf_printf(b, ",%lld", (long long)d->shape[k]);
     df_ks_buf_printf(b, "]");
-    if (is_input) {
-        df_ks_buf_printf(b, ",\"parameters\":{\"optional\":%s", d->optional ? "true" : "false");
-        int64_t n = 1;
-        for (int k = 0; k < d->ndim; k++) n *= d->shape[k];
-        int finite = def && n > 0 && n <= META_DEFAULT_MAX;
-        for (int64_t k = 0; finite && k < n; k++) finite = isfinite(def[k]);
-        if (finite) {
-            df_ks_buf_append(b, ",\"default\":[", 12);
-            for (int64_t k = 0; k < n; k++) df_ks_buf_printf(b, k ? ",%.9g" : "%.9g", (double)def[k]);
-            df_ks_buf_append(b, "]", 1);
-        }
-        df_ks_buf_append(b, "}", 1);
-    }
+    if (is_input) df_ks_buf_printf(b, ",\"parameters\":{\"optional\":%s}", d->optional ? "true" : "false");
     df_ks_buf_append(b, "}", 1);
 }
 
+/* "<name>": [v, ...] when the default has at most META_DEFAULT_MAX finite values */
+static int json_default(df_ks_buf_t *b, int first, const df_io_desc_t *d, const float *def)
+{
+    int64_t n = 1;
+    for (int k = 0; k < d->ndim; k++) n *= d->shape[k];
+    int finite = def && n > 0 && n <= META_DEFAULT_MAX;
+    for (int64_t k = 0; finite && k < n; k++) finite = isfinite(def[k]);
+    if (!finite) return first;
+    if (!first) df_ks_buf_append(b, ",", 1);
+    df_ks_buf_json_string(b, d->name);
+    df_ks_buf_append(b, ":[", 2);
+    for (int64_t k = 0; k < n; k++) df_ks_buf_printf(b, k ? ",%.9g" : "%.9g", (double)def[k]);
+    df_ks_buf_append(b, "]", 1);
+    return 0;
+}
+
+/* GET /v2/models/{name}: KServe model metadata. "parameters" holds scalars
+ * only (KServe's $parameters); the lists a client needs to drive a character
+ * (characters, names of joints, morphs, controls and shapes, clips, the rest
+ * bounding box, each input's default) are in the "deformd" extension object. */
 static enum MHD_Result h_model_meta(req_t *q)
 {
     df_char_info_t ci;
@@ -475,9 +487,54 @@ static enum MHD_Result h_model_meta(req_t *q)
     df_ks_buf_json_string(b, ci.name);
     df_ks_buf_printf(b, ",\"versions\":[\"%lld\"],\"platform\":\"deformd\",\"inputs\":[",
                      (long long)ci.version);
-    float *cdef = malloc(META_DEFAULT_MAX * sizeof *cdef); /* metadata only, not a hot path */
     for (int i = 0; i < df_model_n_inputs(m); i++) {
         if (i) df_ks_buf_append(b, ",", 1);
+        json_io(b, df_model_input(m, i), 1);
+    }
+    df_ks_buf_append(b, "],\"outputs\":[", 13);
+    for (int o = 0; o < df_model_n_outputs(m); o++) {
+        if (o) df_ks_buf_append(b, ",", 1);
+        json_io(b, df_model_output(m, o), 0);
+    }
+    df_ks_buf_append(b, "],\"parameters\":{\"model\":", 24);
+    df_ks_buf_json_string(b, ci.model_name);
+    df_ks_buf_append(b, ",\"kind\":", 8);
+    df_ks_buf_json_string(b, df_model_kind(m));
+    df_ks_buf_printf(b, ",\"vertices\":%lld,\"triangles\":%lld,\"encoding\":\"%s\",\"skinning\":\"%s\","
+                        "\"max_batch_size\":%d}",
+                     (long long)df_model_n_vertices(m), (long long)df_model_n_triangles(m),
+                     df_encoding_name(ci.encoding),
+                     ci.flags & DF_POSE_DQS ? "dqs" : ci.flags & DF_POSE_LBS ? "lbs" : "default",
+                     ci.max_batch_size);
+    df_ks_buf_append(b, ",\"deformd\":{\"characters\":[", 26);
+    for (int c = 0; c < ci.n_characters && c < 8; c++) {
+        if (c) df_ks_buf_append(b, ",", 1);
+        df_ks_buf_json_string(b, ci.characters[c]);
+    }
+    df_ks_buf_append(b, "]", 1);
+    static const char *const lists[] = {"joints", "morphs", "controls", "shapes"};
+    for (size_t l = 0; l < sizeof lists / sizeof *lists; l++) {
+        df_ks_buf_printf(b, ",\"%s\":", lists[l]);
+        json_names(b, m, lists[l]);
+    }
+    df_ks_buf_append(b, ",\"clips\":[", 10);
+    size_t nc = df_model_clip_count(m);
+    for (size_t c = 0, first = 1; c < nc; c++) {
+        df_clip_info_t inf;
+        if (df_model_clip_info(m, c, &inf)) continue;
+        if (!first) df_ks_buf_append(b, ",", 1);
+        first = 0;
+        df_ks_buf_append(b, "{\"name\":", 8);
+        df_ks_buf_json_string(b, inf.name ? inf.name : "");
+        double dur = inf.n_keys > 0 ? (double)(inf.times[inf.n_keys - 1] - inf.times[0]) : 0;
+        df_ks_buf_printf(b, ",\"keys\":%lld,\"duration\":%.9g}", (long long)inf.n_keys, dur);
+    }
+    float lo[3], hi[3];
+    df_model_bbox(m, lo, hi);
+    df_ks_buf_printf(b, "],\"bbox\":{\"min\":[%.9g,%.9g,%.9g],\"max\":[%.9g,%.9g,%.9g]},\"defaults\":{",
+                     lo[0], lo[1], lo[2], hi[0], hi[1], hi[2]);
+    float *cdef = malloc(META_DEFAULT_MAX * sizeof *cdef); /* metadata only, not a hot path */
+    for (int i = 0, first = 1; i < df_model_n_inputs(m); i++) {
         const df_io_desc_t *d = df_model_input(m, i);
         const float *def = df_model_input_default(m, i);
         int64_t n = 1;
@@ -486,49 +543,10 @@ static enum MHD_Result h_model_meta(req_t *q)
         if (cdef && n <= META_DEFAULT_MAX &&
             df_server_character_default(q->h->srv, ci.name, m, i, cdef, (size_t)n) == 1)
             def = cdef;
-        json_io(b, d, 1, def);
+        first = json_default(b, first, d, def);
     }
     free(cdef);
-    df_ks_buf_append(b, "],\"outputs\":[", 13);
-    for (int o = 0; o < df_model_n_outputs(m); o++) {
-        if (o) df_ks_buf_append(b, ",", 1);
-        json_io(b, df_model_output(m, o), 0, NULL);
-    }
-    df_ks_buf_append(b, "],\"parameters\":{\"model\":", 24);
-    df_ks_buf_json_string(b, ci.model_name);
-    df_ks_buf_append(b, ",\"kind\":", 8);
-    df_ks_buf_json_string(b, df_model_kind(m));
-    df_ks_buf_append(b, ",\"characters\":[", 15);
-    for (int c = 0; c < ci.n_characters && c < 8; c++) {
-        if (c) df_ks_buf_append(b, ",", 1);
-        df_ks_buf_json_string(b, ci.characters[c]);
-    }
-    df_ks_buf_append(b, "],\"joints\":", 11);
-    json_names(b, m, "joints");
-    df_ks_buf_append(b, ",\"morphs\":", 10);
-    json_names(b, m, "morphs");
-    df_ks_buf_append(b, ",\"controls\":", 12);
-    json_names(b, m, "controls");
-    df_ks_buf_append(b, ",\"clips\":[", 10);
-    size_t nc = df_model_clip_count(m);
-    for (size_t c = 0; c < nc; c++) {
-        df_clip_info_t inf;
-        if (df_model_clip_info(m, c, &inf)) continue;
-        if (c) df_ks_buf_append(b, ",", 1);
-        df_ks_buf_append(b, "{\"name\":", 8);
-        df_ks_buf_json_string(b, inf.name ? inf.name : "");
-        double dur = inf.n_keys > 0 ? (double)(inf.times[inf.n_keys - 1] - inf.times[0]) : 0;
-        df_ks_buf_printf(b, ",\"keys\":%lld,\"duration\":%.9g}", (long long)inf.n_keys, dur);
-    }
-    float lo[3], hi[3];
-    df_model_bbox(m, lo, hi);
-    df_ks_buf_printf(b, "],\"vertices\":%lld,\"triangles\":%lld,"
-                        "\"bbox\":{\"min\":[%.9g,%.9g,%.9g],\"max\":[%.9g,%.9g,%.9g]},"
-                        "\"encoding\":\"%s\",\"skinning\":\"%s\",\"max_batch_size\":%d}}",
-                     (long long)df_model_n_vertices(m), (long long)df_model_n_triangles(m), lo[0],
-                     lo[1], lo[2], hi[0], hi[1], hi[2], df_encoding_name(ci.encoding),
-                     ci.flags & DF_POSE_DQS ? "dqs" : ci.flags & DF_POSE_LBS ? "lbs" : "default",
-                     ci.max_batch_size);
+    df_ks_buf_append(b, "}}}", 3);
     df_char_info_release(&ci);
     return send_out(q, 200, "application/json");
 }
@@ -1115,6 +1133,13 @@ static enum MHD_Result start_infer(req_t *q)
     job->batch = k->batch_size;
     job->flags = k->flags;
     job->timeout_us = k->timeout_us;
+    if (k->seq) {
+        job->seq = 1;
+        job->seq_id = k->seq_id;
+        memcpy(job->seq_id_str, k->seq_id_str, DF_NAME_MAX);
+        job->seq_start = k->seq_start;
+        job->seq_end = k->seq_end;
+    }
     if (k->clip[0]) {
         memcpy(job->clip, k->clip, DF_NAME_MAX);
         job->clip_time = k->clip_time;
@@ -1140,6 +1165,26 @@ static char *put_s(char *p, const char *s)
     size_t n = strlen(s);
     memcpy(p, s, n);
     return p + n;
+}
+
+/* s as the inside of a JSON string (at most 6 bytes per byte of s) */
+static char *put_json_s(char *p, const char *s)
+{
+    static const char hx[] = "0123456789abcdef";
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') {
+            *p++ = '\\';
+            *p++ = (char)c;
+        } else if (c < 0x20) {
+            p = put_s(p, "\\u00");
+            *p++ = hx[c >> 4];
+            *p++ = hx[c & 15];
+        } else {
+            *p++ = (char)c;
+        }
+    }
+    return p;
 }
 
 static enum MHD_Result finish_infer(req_t *q)
@@ -1186,7 +1231,7 @@ static enum MHD_Result finish_infer(req_t *q)
         any_binary |= jo->front_flags != 0;
     }
     /* the response's parameters, built without printf (hot path) */
-    char params[DF_NAME_MAX + 256];
+    char params[DF_NAME_MAX * 7 + 320];
     char *pp = params;
     pp = put_s(pp, "\"character\":\"");
     pp = put_s(pp, q->name);
@@ -1198,6 +1243,19 @@ static enum MHD_Result finish_infer(req_t *q)
     for (size_t k = 0; k < sizeof nums / sizeof nums[0]; k++)
         pp = df_ks_fmt_i64(put_s(pp, nums[k].key), nums[k].v);
     pp = put_s(pp, job->ran_inline ? ",\"inline\":true" : ",\"inline\":false");
+    if (job->seq) {
+        /* Triton echoes the sequence id; the frame's number in its sequence */
+        if (job->seq_id_str[0]) {
+            pp = put_s(pp, ",\"sequence_id\":\"");
+            pp = put_json_s(pp, job->seq_id_str);
+            pp = put_s(pp, "\"");
+        } else {
+            char num[24];
+            snprintf(num, sizeof num, "%llu", (unsigned long long)job->seq_id);
+            pp = put_s(put_s(pp, ",\"sequence_id\":"), num);
+        }
+        pp = df_ks_fmt_i64(put_s(pp, ",\"sequence_frame\":"), job->seq_frame);
+    }
     *pp = 0;
     if (df_kserve_write_response(&q->out, job->model_name, job->model_version, q->kreq.id, outs,
                                  job->n_outputs, params))

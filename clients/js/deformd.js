@@ -7,7 +7,7 @@
 // `Inference-Header-Content-Length` bytes followed by raw little-endian
 // float32 tensors), and binary outputs come back as Float32Array views (no
 // copy for float32; float16 and int16 — quantised in the model's bounding
-// box, scale/offset in the output's parameters — are decoded to Float32Array).
+// box, scale/offset in the output's "deformd" object — are decoded to Float32Array).
 // A tensor is `{shape: number[], data: Float32Array}`. Inputs may also be
 // given as a plain (nested) array, a Float32Array (shape from the metadata
 // is then the caller's job: pass {shape, data}).
@@ -100,8 +100,11 @@ function decodeOutput(o, bytes) {
   if (enc === 'float16') {
     for (let i = 0; i < n; i++) d[i] = f16ToF32(dv.getUint16(2 * i, true));
   } else if (enc === 'int16') {
-    let sc = p.scale ?? 1;
-    let of = p.offset ?? 0;
+    // the int16 box: the output's "deformd" extension object (daemons before
+    // it sent it in "parameters")
+    const box = o.deformd || p;
+    let sc = box.scale ?? 1;
+    let of = box.offset ?? 0;
     sc = (Array.isArray(sc) ? sc : [sc]).map(Math.fround);
     of = (Array.isArray(of) ? of : [of]).map(Math.fround);
     const c = shape[shape.length - 1] === 3 ? Math.max(sc.length, of.length) : 1;

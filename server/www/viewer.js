@@ -185,8 +185,11 @@ function setLoading(text) {
 
 function flatten(v) { return Array.isArray(v) ? v.flat(Infinity) : Array.from(v || []); }
 
+// A list of the model's metadata (characters, joints, morphs, controls,
+// shapes, clips): in its "deformd" extension object (KServe's parameters hold
+// scalars only; daemons before it sent the lists in "parameters").
 function paramList(meta, key) {
-  const p = (meta && meta.parameters) || {};
+  const p = (meta && (meta.deformd || meta.parameters)) || {};
   let v = p[key];
   if (v && typeof v === 'object' && 'string_param' in v) v = v.string_param;
   if (typeof v === 'string') { try { v = JSON.parse(v); } catch (_) { v = v.split(','); } }
@@ -445,16 +448,17 @@ function sliderGroups(meta) {
     }
     if (names.length !== n) names = Array.from({ length: n }, (_, k) => `${i.name}[${k}]`);
     const [lo, hi] = sliderRange(i.name);
-    const def = inputDefault(i, n) || new Array(n).fill(0);
+    const def = inputDefault(meta, i, n) || new Array(n).fill(0);
     groups.push({ input: i.name, names, def, values: Float32Array.from(def), lo, hi, touched: false });
   }
   return groups;
 }
 
-// An input's default from the metadata (parameters.default, flat), if it
-// has n values.
-function inputDefault(i, n) {
-  const d = i.parameters && i.parameters.default;
+// An input's default from the metadata ("deformd": {"defaults": {name: [...]}},
+// flat; daemons before it: the input's parameters.default), if it has n values.
+function inputDefault(meta, i, n) {
+  const ds = meta && meta.deformd && meta.deformd.defaults;
+  const d = ds ? ds[i.name] : i.parameters && i.parameters.default;
   return Array.isArray(d) && d.length === n ? d.map(Number) : null;
 }
 
@@ -509,7 +513,7 @@ function jointRig(meta) {
   const J = shape[0];
   let names = paramList(meta, 'joints').map(itemName);
   if (names.length !== J) names = Array.from({ length: J }, (_, k) => `joint ${k}`);
-  const def = inputDefault(i, J * 4);
+  const def = inputDefault(meta, i, J * 4);
   const rest = new Float32Array(J * 4);
   for (let j = 0; j < J; j++) rest[j * 4 + 3] = 1;
   if (def) rest.set(def);

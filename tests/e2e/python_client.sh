@@ -118,7 +118,8 @@ with HttpClient("127.0.0.1", HTTP) as c:
     # range offset +- 32767*scale (docs/protocol.md); outside it is clamped
     i16 = c.infer("wuson", {"joint_rotations": rot}, outputs=["positions"], encoding="int16")["positions"]
     qp = c.last_response["outputs"][0]["parameters"]
-    sc, of = qp["scale"], qp["offset"]
+    box = c.last_response["outputs"][0]["deformd"]  # the int16 box (KServe parameters: scalars)
+    sc, of = box["scale"], box["offset"]
     bad = 0; inside = 0
     for k, (q, v) in enumerate(zip(i16.data, pj.data)):
         ch = k % 3
@@ -160,7 +161,7 @@ with HttpClient("127.0.0.1", HTTP) as c:
                     why.append("%s sent binary" % o["name"])
                 for k, (a, b) in enumerate(zip(got[o["name"]].data, ref32[o["name"]].data)):
                     bound = (abs(b) * 2 ** -11 + 2 ** -25 if enc == "float16"
-                             else p["scale"][k % 3] / 2 * 1.001 + 1e-7)
+                             else o["deformd"]["scale"][k % 3] / 2 * 1.001 + 1e-7)
                     if abs(a - b) > bound:
                         why.append("%s[%d] = %r vs %r" % (o["name"], k, a, b))
                         break

@@ -141,6 +141,11 @@ def metadata(name):
         return json.loads(r.read())
 
 
+def scalars(params):
+    """KServe: a $parameters value is a string, a number or a boolean."""
+    return isinstance(params, dict) and all(isinstance(v, (str, int, float, bool)) for v in params.values())
+
+
 def flat(v):
     return [x for e in v for x in flat(e)] if isinstance(v, list) else [v]
 
@@ -223,6 +228,7 @@ def check_infer(i, name, req, h, body):
         p = o.get("parameters") or {}
         need(o.get("datatype") == DT[e], "%s: datatype %s, want %s (%s)" % (n_, o.get("datatype"), DT[e], e))
         need(p.get("encoding") == e, "%s: parameters.encoding %s, want %s" % (n_, p.get("encoding"), e))
+        need(scalars(p), "%s: parameters hold a list or an object: %s" % (n_, p))
         need(o.get("shape") == [B, N, 3], "%s: shape %s, want %s" % (n_, o.get("shape"), [B, N, 3]))
         n = B * N * 3
         if binary[n_]:
@@ -243,7 +249,8 @@ def check_infer(i, name, req, h, body):
             q = np.array(d, dtype=np.float32)
         r = ref[n_].astype(np.float64)
         if e == "int16":
-            sc, of = np.array(p["scale"], dtype=np.float32), np.array(p["offset"], dtype=np.float32)
+            box = o.get("deformd") or {}
+            sc, of = np.array(box["scale"], dtype=np.float32), np.array(box["offset"], dtype=np.float32)
             v = (q.reshape(-1, 3) * sc + of).reshape(-1)
             bound = np.tile(sc.astype(np.float64) / 2 * 1.001, n // 3)
         else:
@@ -359,7 +366,10 @@ def check_metadata(c, body):
              % (ins["joint_rotations"]["shape"], J))
     if M:
         need(ins["weights"]["shape"] == [-1, M], "weights %s, the file has %d morphs" % (ins["weights"]["shape"], M))
-    p, cc = d["parameters"], char_cfg(c)
+    # KServe's $parameters hold scalars only; the lists are in "deformd"
+    need(scalars(d["parameters"]) and all(scalars(x.get("parameters") or {}) for x in d["inputs"] + d["outputs"]),
+         "metadata parameters hold a list or an object")
+    p, cc = dict(d["parameters"], **d.get("deformd", {})), char_cfg(c)
     need(p.get("model") == model and p.get("kind") == MODELS[model]["cfg"]["kind"],
          "model/kind %s/%s" % (p.get("model"), p.get("kind")))
     need(sorted(p.get("characters") or []) == sorted(MODELS[model]["chars"]), "characters %s" % p.get("characters"))
@@ -377,8 +387,8 @@ def check_metadata(c, body):
     need(p.get("skinning") == cc.get("skinning", mm.get("skinning")), "skinning %s" % p.get("skinning"))
     need(p.get("encoding") == cc.get("encoding", "float32"), "encoding %s" % p.get("encoding"))
     for k, v in (cc.get("defaults") or {}).items():
-        need((ins[k].get("parameters") or {}).get("default") == v,
-             "%s default %s, config.json says %s" % (k, (ins[k].get("parameters") or {}).get("default"), v))
+        need((p.get("defaults") or {}).get(k) == v,
+             "%s default %s, config.json says %s" % (k, (p.get("defaults") or {}).get(k), v))
     return "%s: %d vertices, %d triangles, %d joints, %d morphs, clips %s" % (
         c, N, T_, J, M, [x["name"] for x in clips])
 

@@ -420,7 +420,7 @@ const waitShown = (page, name) => page.waitForFunction((n) => window.viewer.stat
     }));
     const meta = await (await fetch(url + '/v2/models/wuson')).json();
     const jin = meta.inputs.find((i) => i.name === 'joint_rotations');
-    const qdef = jin.parameters.default;
+    const qdef = meta.deformd.defaults.joint_rotations;
     const J = jin.shape[1];
     const want = Float32Array.from(qdef);
     { // rest ⊗ (axis z, 90°): Hamilton product, x,y,z,w
@@ -444,7 +444,7 @@ const waitShown = (page, name) => page.waitForFunction((n) => window.viewer.stat
     for (let k = 0; k < jrest.length && k < jv.pos.length; k++) moved = Math.max(moved, Math.abs(jv.pos[k] - jrest[k]));
     check('viewer-joint-slider-positions-equal-http-infer', same && moved > 1e-3,
       `${jv.pos.length} vs ${ref2.length} values, moved ${moved}`);
-    console.log(`joint slider: row 0 = ${meta.parameters.joints[jv.row.joint]} z 90°, ${(100 * jch).toFixed(2)}% of pixels changed, max vertex move ${moved.toFixed(4)}`);
+    console.log(`joint slider: row 0 = ${meta.deformd.joints[jv.row.joint]} z 90°, ${(100 * jch).toFixed(2)}% of pixels changed, max vertex move ${moved.toFixed(4)}`);
 
     // ---------------------------------------------------- the browser module
     // equals curl for the same pose, binary and JSON

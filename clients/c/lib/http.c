@@ -320,7 +320,10 @@ int df_client_http_infer(const char *base, const df_client_request_t *q, int bin
                 }
             else {
                 float sc[4] = {1, 1, 1, 1}, of[4] = {0};
-                json_t *s = json_object_get(par, "scale"), *f = json_object_get(par, "offset");
+                /* the int16 box: the output's "deformd" extension object
+                 * (daemons before it sent it in "parameters") */
+                json_t *box = json_object_get(o, "deformd") ?: par;
+                json_t *s = json_object_get(box, "scale"), *f = json_object_get(box, "offset");
                 size_t nc = json_array_size(s);
                 for (size_t c = 0; c < nc && c < 4; c++) {
                     sc[c] = (float)json_number_value(json_array_get(s, c));

@@ -35,12 +35,20 @@ def default_clip(names):
     return next((n for n in names if "walk" in n.lower()), names[0])
 
 
+def model_lists(meta):
+    """The lists of an HTTP model metadata answer (characters, joints, morphs,
+    controls, shapes, clips, bbox, defaults): its "deformd" extension object
+    (KServe's parameters hold scalars only; daemons before it sent them in
+    "parameters")."""
+    return meta.get("deformd") or meta.get("parameters") or {}
+
+
 def clip_names(info):
-    """Clip names of an info()/metadata answer (socket INFO or HTTP
-    metadata's parameters.clips)."""
+    """Clip names of an info()/metadata answer (socket INFO, or HTTP
+    metadata's "deformd" extension object: deformd.clips)."""
     clips = info.get("clips")
     if clips is None:
-        clips = (info.get("parameters") or {}).get("clips", [])
+        clips = model_lists(info).get("clips", [])
     return [c.get("name") if isinstance(c, dict) else c for c in clips or []]
 
 

@@ -69,7 +69,8 @@ class HttpClient:
         hdrs = dict(headers or {})
         if self.token:
             hdrs["Authorization"] = "Bearer " + self.token
-        idempotent = method == "GET" or path.endswith("/infer")
+        idempotent = method == "GET" or (path.endswith("/infer") and
+                                         b'"sequence_id"' not in (body or b"")[:4096])
         for attempt in (0, 1):
             if self._conn is None:
                 self._conn = http.client.HTTPConnection(self.host, self.port,
@@ -165,10 +166,10 @@ class HttpClient:
         as `deform eval --fps`), `chunk` poses per request. Returns
         {output: Tensor [F, ...]}. For arbitrary times and pipelining use
         SocketClient.play."""
-        from .clips import match_clip, clip_names
+        from .clips import match_clip, clip_names, model_lists
         meta = self.info(name)
         clip = match_clip(clip_names(meta), clip, name)  # any case, or a unique part
-        cl = next(c for c in (meta.get("parameters") or {}).get("clips", [])
+        cl = next(c for c in model_lists(meta).get("clips", [])
                   if isinstance(c, dict) and c.get("name") == clip)
         fps = float(fps or 30.0)
         nf = int(cl.get("duration", 0.0) * fps + 1e-3) + 1  # as deform eval (float key times)
@@ -188,7 +189,8 @@ class HttpClient:
         return res
 
     def infer(self, name, inputs=None, outputs=None, batch=None, binary=True,
-              encoding=None, skinning=None, parameters=None):
+              encoding=None, skinning=None, parameters=None, sequence_id=None,
+              sequence_start=False, sequence_end=False):
         """Evaluate poses of `name`.
 
         inputs: dict name -> tensor-like. batch: None for one pose given per
@@ -204,6 +206,10 @@ class HttpClient:
         one asked raises DeformdError (never a silent float32).
         skinning: "lbs" | "dqs" (None: the character's).
         parameters: extra request parameters passed as they are.
+        sequence_id (an int > 0 or a string), sequence_start, sequence_end:
+        Triton's sequence parameters; the request is the next frame of that
+        sequence (run in order, a model's `state` carried from frame to
+        frame). A sequence's frame is never sent twice.
         """
         if encoding is not None and encoding not in ENCODINGS:
             raise ValueError("encoding must be one of %s" % ", ".join(ENCODINGS))
@@ -225,6 +231,14 @@ class HttpClient:
             params["encoding"] = encoding
         if skinning:
             params["skinning"] = skinning
+        if sequence_id not in (None, 0, ""):
+            params["sequence_id"] = sequence_id
+            if sequence_start:
+                params["sequence_start"] = True
+            if sequence_end:
+                params["sequence_end"] = True
+        elif sequence_start or sequence_end:
+            raise ValueError("sequence_start / sequence_end need a sequence_id")
         if outputs:
             req["outputs"] = []
             for o in outputs:
@@ -275,6 +289,9 @@ def parse_infer_response(data, header_len=None):
     for o in doc.get("outputs", []):
         shape = o.get("shape", [])
         p = o.get("parameters") or {}
+        # the int16 box: the output's "deformd" extension object (daemons
+        # before it sent it in "parameters")
+        box = o.get("deformd") or p
         if "binary_data_size" in p:
             size = int(p["binary_data_size"])
             raw = data[off:off + size]
@@ -287,8 +304,8 @@ def parse_infer_response(data, header_len=None):
             if enc == "float16" or dt == "FP16":
                 out[o["name"]] = decode_f16(shape, raw)
             elif enc == "int16" or dt == "INT16":
-                out[o["name"]] = decode_i16(shape, raw, p.get("scale", 1.0),
-                                            p.get("offset", 0.0))
+                out[o["name"]] = decode_i16(shape, raw, box.get("scale", 1.0),
+                                            box.get("offset", 0.0))
             else:
                 if size != 4 * numel(shape):
                     raise DeformdError("output %s: %d bytes for shape %s"
@@ -306,8 +323,8 @@ def parse_infer_response(data, header_len=None):
                 except struct.error:
                     raise DeformdError("output %s: int16 data is not %d integers in -32768..32767"
                                        % (o["name"], numel(shape)))
-                out[o["name"]] = decode_i16(shape, raw, p.get("scale", 1.0),
-                                            p.get("offset", 0.0))
+                out[o["name"]] = decode_i16(shape, raw, box.get("scale", 1.0),
+                                            box.get("offset", 0.0))
             else:
                 out[o["name"]] = Tensor(shape, flat)
     return out

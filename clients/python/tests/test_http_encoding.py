@@ -87,7 +87,8 @@ class Stand(BaseHTTPRequestHandler):
                  "datatype": {"float32": "FP32", "float16": "FP16", "int16": "INT16"}[enc],
                  "parameters": {"encoding": enc}}
             if enc == "int16":
-                d["parameters"].update(scale=SCALE, offset=OFFSET, clamped=0)
+                d["parameters"]["clamped"] = 0
+                d["deformd"] = {"scale": SCALE, "offset": OFFSET}  # the daemon's int16 box
                 raw, vals = struct.pack("<6h", *Q), Q
             elif enc == "float16":
                 raw, vals = struct.pack("<6e", *F16), F16

@@ -69,6 +69,17 @@ static void test_health(void)
     resp_free(&r);
 }
 
+/* KServe: every value of a $parameters object is a string, a number or a boolean */
+static int scalar_params(json_t *p)
+{
+    const char *k;
+    json_t *v;
+    if (!p) return 1;
+    if (!json_is_object(p)) return 0;
+    json_object_foreach(p, k, v) if (json_is_array(v) || json_is_object(v) || json_is_null(v)) return 0;
+    return 1;
+}
+
 static void test_metadata(void)
 {
     resp_t r;
@@ -92,11 +103,13 @@ static void test_metadata(void)
     DF_CHECK(found_w && found_q);
     json_t *p = json_object_get(j, "parameters");
     DF_CHECK(!strcmp(json_string_value(json_object_get(p, "model")), "body"));
-    DF_CHECK(json_array_size(json_object_get(p, "joints")) == 6);
-    DF_CHECK(!strcmp(json_string_value(json_array_get(json_object_get(p, "joints"), 2)), "bone2"));
+    DF_CHECK(scalar_params(p)); /* KServe: the lists are in "deformd" */
+    json_t *ext = json_object_get(j, "deformd");
+    DF_CHECK(json_array_size(json_object_get(ext, "joints")) == 6);
+    DF_CHECK(!strcmp(json_string_value(json_array_get(json_object_get(ext, "joints"), 2)), "bone2"));
     DF_CHECK(json_integer_value(json_object_get(p, "vertices")) == 24 * 40);
     DF_CHECK(json_integer_value(json_object_get(p, "triangles")) == 2 * 23 * 39);
-    DF_CHECK(json_array_size(json_object_get(p, "characters")) == 2);
+    DF_CHECK(json_array_size(json_object_get(ext, "characters")) == 2);
     json_decref(j);
     resp_free(&r);
     DF_CHECK(http_req(C, D.port, "GET", "/v2/models/prop", NULL, 0, NULL, &r) == 0 && r.status == 200);
@@ -147,7 +160,7 @@ static void check_json_infer(const char *character, uint32_t flags)
     resp_free(&r);
 }
 
-/* Metadata inputs carry their default ("parameters": {"default": [...]}):
+/* Metadata inputs carry their default ("deformd": {"defaults": {name: [...]}}):
  * the model's (df_model_input_default on the same file, opened here) unless
  * the character overrides it (alice's weights: her config). */
 static void check_meta_defaults(const char *character, const float *char_w)
@@ -172,7 +185,9 @@ static void check_meta_defaults(const char *character, const float *char_w)
         size_t k;
         json_array_foreach(json_object_get(j, "inputs"), k, y)
             if (!strcmp(json_string_value(json_object_get(y, "name")), d->name)) x = y;
-        json_t *def = json_object_get(json_object_get(x, "parameters"), "default");
+        DF_CHECK_MSG(x && scalar_params(json_object_get(x, "parameters")), "%s %s: input parameters not scalars",
+                     character, d->name);
+        json_t *def = json_object_get(json_object_get(json_object_get(j, "deformd"), "defaults"), d->name);
         DF_CHECK_MSG(json_array_size(def) == (size_t)n, "%s %s: default has %zu values, want %lld",
                      character, d->name, json_array_size(def), (long long)n);
         int same = json_array_size(def) == (size_t)n;
@@ -182,6 +197,8 @@ static void check_meta_defaults(const char *character, const float *char_w)
         checked += same;
     }
     DF_CHECK(checked == df_model_n_inputs(m) && checked >= 2); /* weights, joint_rotations, ... */
+    DF_CHECK_MSG(scalar_params(json_object_get(j, "parameters")), "%s: model parameters not scalars", character);
+    DF_CHECK(json_array_size(json_object_get(json_object_get(j, "deformd"), "joints")) > 0);
     json_decref(j);
     resp_free(&r);
     df_model_unref(&m);
@@ -335,12 +352,13 @@ static void test_encodings(void)
                 }
             } else {
                 DF_CHECK(dt && !strcmp(dt, "INT16"));
-                json_t *p = json_object_get(o, "parameters");
+                json_t *p = json_object_get(o, "parameters"), *box = json_object_get(o, "deformd");
+                DF_CHECK(scalar_params(p));
                 df_quant_t qt = {0};
                 qt.comps = 3;
                 for (int c = 0; c < 3; c++) {
-                    qt.scale[c] = (float)json_number_value(json_array_get(json_object_get(p, "scale"), (size_t)c));
-                    qt.offset[c] = (float)json_number_value(json_array_get(json_object_get(p, "offset"), (size_t)c));
+                    qt.scale[c] = (float)json_number_value(json_array_get(json_object_get(box, "scale"), (size_t)c));
+                    qt.offset[c] = (float)json_number_value(json_array_get(json_object_get(box, "offset"), (size_t)c));
                 }
                 DF_CHECK(json_integer_value(json_object_get(p, "clamped")) == 0);
                 int16_t h[B * NV * 3];
@@ -417,7 +435,9 @@ static int decode_answer(const resp_t *r, const char *name, got_out_t *g)
     g->n = 1;
     json_array_foreach(json_object_get(found, "shape"), i, o) g->n *= (size_t)json_integer_value(o);
     g->binary_size = (size_t)json_integer_value(json_object_get(p, "binary_data_size"));
-    json_t *sc = json_object_get(p, "scale"), *of = json_object_get(p, "offset");
+    json_t *box = json_object_get(found, "deformd");
+    json_t *sc = json_object_get(box, "scale"), *of = json_object_get(box, "offset");
+    DF_CHECK_MSG(scalar_params(p), "output %s: parameters not scalars", g->datatype);
     g->qt.comps = (int)json_array_size(sc);
     for (int c = 0; c < g->qt.comps && c < 3; c++) {
         g->qt.scale[c] = (float)json_number_value(json_array_get(sc, (size_t)c));
