@@ -295,7 +295,7 @@ int df_frame_decode_infer(const void *payload, size_t len,
                           df_frame_infer_t *out, df_error_t *err)
 {
     rd_t r = {payload, len, 0, "INFER", err};
-    uint8_t reserved;
+    uint8_t iflags;
     uint16_t ni, no;
     int rc;
 
@@ -316,9 +316,11 @@ int df_frame_decode_infer(const void *payload, size_t len,
         return df_error_set(err, DF_EUNSUPPORTED,
                             "INFER encoding: %u (0 float32, 1 float16, 2 int16)",
                             out->encoding);
-    if ((rc = r8(&r, &reserved, "reserved"))) return rc;
-    if (reserved)
-        return df_error_set(err, DF_EFORMAT, "INFER reserved byte is %u, not 0", reserved);
+    if ((rc = r8(&r, &iflags, "flags"))) return rc;
+    if (iflags & ~DF_INFER_SEQUENCE)
+        return df_error_set(err, DF_EFORMAT,
+                            "INFER flags byte is 0x%02x: only bit 0 (a sequence block) is defined",
+                            iflags);
     if ((rc = r16(&r, &ni, "n_inputs"))) return rc;
     if ((rc = r16(&r, &no, "n_outputs"))) return rc;
     if (ni > DF_MAX_IO)
@@ -336,6 +338,28 @@ int df_frame_decode_infer(const void *payload, size_t len,
                 return df_error_set(err, DF_EINVAL,
                                     "INFER clip times[%u] is not finite", b);
         r.off += (size_t)out->n_poses * 8;
+    }
+    if (iflags & DF_INFER_SEQUENCE) {
+        uint8_t kind;
+        out->seq = 1;
+        if ((rc = r8(&r, &out->seq_flags, "sequence flags"))) return rc;
+        if (out->seq_flags & ~(DF_SEQ_START | DF_SEQ_END))
+            return df_error_set(err, DF_EFORMAT,
+                                "INFER sequence flags 0x%02x (1 = start, 2 = end)", out->seq_flags);
+        if ((rc = r8(&r, &kind, "sequence id kind"))) return rc;
+        if (kind == 0) {
+            if ((rc = need(&r, 8, "sequence id"))) return rc;
+            out->seq_id = ld64(r.p + r.off);
+            r.off += 8;
+            if (!out->seq_id)
+                return df_error_set(err, DF_EINVAL, "INFER sequence id 0 (0 means no sequence: "
+                                                    "clear the flag instead)");
+        } else if (kind == 1) {
+            if ((rc = rstr(&r, out->seq_id_str, 1, "sequence id"))) return rc;
+        } else {
+            return df_error_set(err, DF_EFORMAT,
+                                "INFER sequence id kind %u (0 = u64, 1 = string)", kind);
+        }
     }
     out->n_outputs = no;
     for (int o = 0; o < no; o++) {
@@ -731,7 +755,7 @@ int df_frame_encode_infer(uint64_t id, const df_frame_infer_t *q,
     w32(&w, q->n_poses);
     w32(&w, q->pose_flags);
     w8(&w, q->encoding);
-    w8(&w, 0);
+    w8(&w, q->seq ? DF_INFER_SEQUENCE : 0);
     w16(&w, (uint16_t)q->n_inputs);
     w16(&w, (uint16_t)q->n_outputs);
     wstr(&w, q->character, 1, "INFER character");
@@ -740,6 +764,16 @@ int df_frame_encode_infer(uint64_t id, const df_frame_infer_t *q,
         if (!q->times) return df_error_set(err, DF_EINVAL, "INFER: clip without times");
         wpad8(&w);
         wseg(&w, q->times, (size_t)q->n_poses * 8);
+    }
+    if (q->seq) {
+        if (q->seq_flags & ~(DF_SEQ_START | DF_SEQ_END))
+            return df_error_set(err, DF_EINVAL, "INFER: sequence flags 0x%x", q->seq_flags);
+        if (!q->seq_id_str[0] && !q->seq_id)
+            return df_error_set(err, DF_EINVAL, "INFER: sequence id 0 (or \"\")");
+        w8(&w, q->seq_flags);
+        w8(&w, q->seq_id_str[0] ? 1 : 0);
+        if (q->seq_id_str[0]) wstr(&w, q->seq_id_str, 1, "INFER sequence id");
+        else w64(&w, q->seq_id);
     }
     for (int i = 0; i < q->n_outputs; i++) wstr(&w, q->outputs[i], 1, "INFER output");
     for (int i = 0; i < q->n_inputs; i++) {

@@ -98,6 +98,12 @@ typedef struct df_frame_tensor {
     size_t nbytes;         /* = prod(dims) * element size */
 } df_frame_tensor_t;
 
+/* INFER flags byte (payload offset 9) */
+#define DF_INFER_SEQUENCE 0x01  /* a sequence block follows the clip */
+/* sequence block flags (Triton's sequence batcher) */
+#define DF_SEQ_START 0x01
+#define DF_SEQ_END 0x02
+
 typedef struct df_frame_infer {
     uint32_t n_poses;
     uint32_t pose_flags;   /* 0, DF_POSE_LBS or DF_POSE_DQS */
@@ -105,6 +111,10 @@ typedef struct df_frame_infer {
     char character[DF_NAME_MAX];
     char clip[DF_NAME_MAX];     /* "" = none */
     const double *times;        /* n_poses, borrowed; NULL when no clip */
+    int seq;                    /* 1: the request is a frame of a sequence */
+    uint8_t seq_flags;          /* DF_SEQ_START | DF_SEQ_END */
+    uint64_t seq_id;            /* its id: a number (not 0) ... */
+    char seq_id_str[DF_NAME_MAX]; /* ... or a string ("" with a number) */
     int n_outputs;              /* 0 = all */
     char outputs[DF_MAX_IO][DF_NAME_MAX];
     int n_inputs;

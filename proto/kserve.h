@@ -80,6 +80,13 @@ typedef struct df_ks_request {
     char clip[DF_NAME_MAX]; /* parameters.clip */
     double clip_time, clip_dt; /* parameters.time, parameters.dt */
     int batch_size;         /* parameters.batch_size, 0 = from inputs */
+    /* Triton's sequence batcher: parameters.sequence_id (an integer, or a
+     * string of 1..63 bytes; 0 and "" mean no sequence), sequence_start,
+     * sequence_end */
+    int seq;                /* 1: sequence_id names a sequence */
+    uint64_t seq_id;        /* integer id (seq_id_str "") */
+    char seq_id_str[DF_NAME_MAX]; /* string id */
+    int seq_start, seq_end;
     /* storage (owned, reused: free with df_ks_request_free) */
     float *arena;
     size_t arena_cap, arena_used;

@@ -71,6 +71,9 @@ df_job_t *df_job_new(df_server_t *s)
     p->next = NULL;
     p->ld = NULL;
     p->me = NULL;
+    p->seq = NULL;
+    p->seq_in = NULL;
+    p->seq_out = NULL;
     return j;
 }
 
@@ -459,6 +462,19 @@ int df_server_submit(df_server_t *s, df_job_t *job, df_error_t *err)
                      me->name, ql, ld->max_queue_length);
         return reject(s, job, DF_EOVERLOAD, &e, err);
     }
+    if (job->seq) {
+        /* a frame of a sequence: in the sequence's order (sequence.c) */
+        int run = 0, rc = df__seq_admit(s, job, now, &run, &e);
+        if (rc) {
+            pthread_mutex_unlock(&s->mu);
+            return reject(s, job, rc, &e, err);
+        }
+        if (!run) { /* waits for the sequence's request in flight */
+            s->inflight++;
+            pthread_mutex_unlock(&s->mu);
+            return DF_OK;
+        }
+    }
     /* Inline: a request cheaper than the hand-off to a worker, for a model
      * with nothing queued (so it overtakes no one), runs right here. */
     if (job->allow_inline && p->B <= ld->inline_poses && me->head == NULL) {
@@ -467,6 +483,17 @@ int df_server_submit(df_server_t *s, df_job_t *job, df_error_t *err)
         df__run_inline(s, job);
         return DF_OK;
     }
+    s->inflight++;
+    df__queue_push(s, job);
+    pthread_mutex_unlock(&s->mu);
+    return DF_OK;
+}
+
+void df__queue_push(df_server_t *s, df_job_t *job)
+{
+    struct df__job_priv *p = job->priv;
+    df__mentry_t *me = p->me;
+    df__loaded_t *ld = p->ld;
     p->next = NULL;
     int was_empty = me->head == NULL;
     if (me->tail) me->tail->priv->next = job;
@@ -474,7 +501,6 @@ int df_server_submit(df_server_t *s, df_job_t *job, df_error_t *err)
     me->tail = job;
     me->q_jobs++;
     me->q_poses += p->B;
-    s->inflight++;
     /* Wake an idle worker only when it has something new to decide: the
      * queue became ready, or it was empty (a new due time). A worker
      * already sleeping until this queue's due time needs no wake-up, which
@@ -482,8 +508,6 @@ int df_server_submit(df_server_t *s, df_job_t *job, df_error_t *err)
     if (s->n_idle > 0 &&
         (was_empty || me->q_poses >= ld->max_batch_size || ld->max_queue_delay_us == 0))
         pthread_cond_signal(&s->work_cv);
-    pthread_mutex_unlock(&s->mu);
-    return DF_OK;
 }
 
 int df_http_status_for(int code)
@@ -520,6 +544,11 @@ int df_server_new(const df_config_t *cfg, df_server_t **out, df_error_t *err)
     pthread_cond_init(&s->idle_cv, &ca);
     pthread_condattr_destroy(&ca);
     s->t_start_ns = df__now_ns();
+    int rc = df__seq_init(s, err);
+    if (rc) {
+        df_server_free(&s);
+        return rc;
+    }
     *out = s;
     return DF_OK;
 }
@@ -529,6 +558,7 @@ int df_server_start(df_server_t *s, df_error_t *err)
     int rc = df__workers_start(s, err);
     if (rc) return rc;
     df_server_rescan(s);
+    df__seq_prealloc(s);
     pthread_mutex_lock(&s->mu);
     s->ready = 1;
     pthread_mutex_unlock(&s->mu);
@@ -569,6 +599,7 @@ void df_server_free(df_server_t **ps)
     if (!s) return;
     df__workers_stop(s);
     df__registry_free(s);
+    df__seq_free(s);
     while (s->pool) {
         df_job_t *j = s->pool;
         s->pool = j->priv->next;

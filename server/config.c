@@ -68,6 +68,8 @@ static const key_t_ keys[] = {
     L("inline_max_us", inline_max_us, -1, 1000000),
     I("batch_split_min", batch_split_min, 0, 65536),
     BOOL("batching", batching),
+    I("max_sequences", max_sequences, 0, 1000000),
+    L("sequence_idle_timeout_ms", sequence_idle_timeout_ms, 1, 86400000),
     FL("int16_margin", int16_margin, 0, 100),
     BOOL("log_requests", log_requests),
 };
@@ -104,6 +106,8 @@ void df_config_default(df_config_t *c)
     c->inline_max_us = -1;
     c->batch_split_min = 16;
     c->batching = 1;
+    c->max_sequences = 1024;
+    c->sequence_idle_timeout_ms = 60000;
     c->int16_margin = 0.5f;
 }
 

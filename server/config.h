@@ -73,6 +73,10 @@ typedef struct df_config {
     int batch_split_min;          /* split a ready queue between idle workers
                                    * into pieces >= this (0 never), default 16 */
     int batching;                 /* 0 forces max_batch_size 1 (bench) */
+    int max_sequences;            /* live sequences (Triton's sequence
+                                   * batcher), default 1024; 0: none */
+    int64_t sequence_idle_timeout_ms; /* a sequence with no request for this
+                                   * long expires, default 60000 */
     float int16_margin;           /* quantization box margin, default 0.5 */
     int log_requests;             /* one log line per request, default 0 */
 } df_config_t;

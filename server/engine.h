@@ -47,6 +47,9 @@ typedef struct df__loaded {
     int inline_poses;            /* run requests of <= this many poses on
                                   * the front's thread (0: never) */
     size_t scratch_need;         /* scratch bytes of a max_batch_size batch */
+    int state_in, state_out;     /* a `state` input and output of the same
+                                  * size: sequences carry it (-1: none) */
+    int64_t state_numel;
 } df__loaded_t;
 
 typedef struct df__mentry {
@@ -80,7 +83,39 @@ struct df__job_priv {
     void *enc; size_t enc_cap;   /* encoded outputs (grow only) */
     float *clip; size_t clip_cap;/* sampled clip inputs (grow only) */
     uint64_t out_charged;        /* bytes counted in s->out_inflight */
+    /* sequences (sequence.c), under s->mu until the job runs */
+    struct df__seq *seq;         /* its sequence, NULL: none */
+    const float *seq_in;         /* state input from the previous frame */
+    float *seq_out;              /* where its state output goes */
 };
+
+/* One sequence of the table (sequence.c). Guarded by s->mu; a running
+ * job reads seq_in and writes seq_out without the lock (no other job of
+ * the sequence runs meanwhile). */
+enum { DF__SEQ_FREE, DF__SEQ_LIVE, DF__SEQ_EXPIRED };
+typedef struct df__seq {
+    int state;                   /* DF__SEQ_* */
+    df__mentry_t *me;            /* key: model, character, id */
+    char character[DF_NAME_MAX];
+    uint64_t id;
+    char id_str[DF_NAME_MAX];
+    uint32_t hash;
+    int32_t hnext;               /* hash chain (LIVE and EXPIRED) */
+    int32_t prev, next;          /* idle list (LIVE, not busy) or free list */
+    int64_t last_ns;             /* end of its last request */
+    int busy;                    /* a request of it queued or running */
+    int ending;                  /* an END was submitted last */
+    df_job_t *wait_head, *wait_tail; /* requests behind the busy one */
+    int n_wait;
+    int64_t frames;              /* requests since its start */
+    float *buf;                  /* two state buffers of cap floats each */
+    int64_t cap;
+    int own;                     /* buf is malloc'd (else in the slab) */
+    int cur;                     /* buffer holding the last state */
+    int has_state;
+    int64_t nstate;              /* floats of the last state */
+    int64_t idle_ms;             /* EXPIRED: how long it was idle */
+} df__seq_t;
 
 typedef struct df__worker {
     df_server_t *s;
@@ -121,6 +156,17 @@ struct df_server {
     pthread_mutex_t load_mu;     /* serialises loads (slow, outside mu) */
     _Atomic uint64_t out_inflight; /* answer bytes of jobs between submit
                                   * and df_job_free (max_output_inflight_bytes) */
+    /* sequences (sequence.c), guarded by mu */
+    df__seq_t *seqs;             /* max_sequences slots, allocated at start */
+    int n_seqs;
+    int32_t *seq_buckets;        /* hash buckets (-1: empty) */
+    uint32_t seq_nbuckets;       /* power of two */
+    int32_t seq_free;            /* free list */
+    int32_t seq_idle_head, seq_idle_tail; /* idle live sequences, oldest first */
+    int seq_live;
+    float *seq_slab;             /* state buffers made at start */
+    uint64_t seq_started, seq_ended, seq_expired;
+    uint64_t seq_refused_full, seq_refused_unknown, seq_refused_expired;
 };
 
 int64_t df__now_ns(void);
@@ -142,6 +188,26 @@ void df__job_complete(df_server_t *s, df_job_t *job);
  * worker state): metrics, release of the version, s->inflight--; done()
  * is not called. The caller counted it in s->inflight. */
 void df__run_inline(df_server_t *s, df_job_t *job);
+
+/* sequence.c */
+int df__seq_init(df_server_t *s, df_error_t *err);
+void df__seq_free(df_server_t *s);
+/* State buffers for every slot, sized for the largest state of the models
+ * loaded now (called once after the first repository scan). */
+void df__seq_prealloc(df_server_t *s);
+/* Under s->mu: take job (job->seq, validated, p->ld set) into its
+ * sequence. *run = 1: it may run now (its state pointers are set);
+ * 0: it waits behind the sequence's request in flight. */
+int df__seq_admit(df_server_t *s, df_job_t *job, int64_t now, int *run, df_error_t *err);
+/* Under s->mu: a sequence's request finished (whatever its status). Keeps
+ * its state output, ends or idles the sequence, and returns the next
+ * request of the sequence, ready to run, or NULL. */
+df_job_t *df__seq_done(df_server_t *s, df_job_t *job, int64_t now);
+/* Under s->mu: expire idle sequences now (metrics). */
+void df__seq_sweep(df_server_t *s, int64_t now);
+/* batcher.c, under s->mu: append a validated job to its model's queue and
+ * wake a worker for it (s->inflight already counts it). */
+void df__queue_push(df_server_t *s, df_job_t *job);
 
 /* metrics.c (under s->mu) */
 void df__metrics_batch(df__mentry_t *me, int poses, int mixed);

@@ -119,6 +119,16 @@ struct df_job {
     int as_text_all;              /* n_outputs == 0: every output is
                                    * answered as text (as_text) */
     uint64_t front_id;            /* free for the front (request id) */
+    /* Triton's sequence batcher (docs/http-api.md, "Sequences"): seq = 1
+     * makes this request the next frame of sequence (character, id). Its
+     * requests run one at a time in the order submitted; a model with a
+     * `state` input and output gets the previous frame's state output as
+     * its state input. */
+    int seq;
+    uint64_t seq_id;              /* a number (not 0) ... */
+    char seq_id_str[DF_NAME_MAX]; /* ... or a string ("" with a number) */
+    int seq_start, seq_end;       /* START (new, or restart: state reset) /
+                                   * END (the sequence is freed after it) */
 
     /* ---- results, valid in done() and after ---- */
     int status;                   /* DF_OK or DF_E* */
@@ -130,6 +140,8 @@ struct df_job {
     int batch_poses;              /* poses in the batch it ran in */
     int batch_requests;           /* requests in that batch */
     int batch_characters;         /* distinct characters in that batch */
+    int64_t seq_frame;            /* a sequence's request: its number since
+                                   * the sequence's start (1, 2, ...) */
     int ran_inline;               /* 1: evaluated on the caller's thread
                                    * inside df_server_submit, which
                                    * returned DF_OK; done() did NOT run and
@@ -146,7 +158,9 @@ df_job_t *df_job_new(df_server_t *s);
 /* Return a job to the pool (only while the front owns it). */
 void df_job_free(df_job_t **job);
 
-/* Validate and queue. Cheap models run inline instead: when
+/* Validate and queue. A sequence request (job->seq) waits behind the
+ * sequence's request in flight, if any, and never overtakes it. Cheap
+ * models run inline instead: when
  * job->allow_inline, the model's measured single-pose cost times B is at
  * most its inline_max_us and its queue is empty, the job is evaluated on
  * the calling thread, ran_inline is set and done() never runs (no thread
@@ -156,7 +170,10 @@ void df_job_free(df_job_t **job);
  * names the input and the expected shape), non-finite value; DF_ELIMIT too
  * many poses, or an answer larger than max_output_bytes; DF_EOVERLOAD the
  * model's queue is full, or the answers in flight would exceed
- * max_output_inflight_bytes; DF_ESHUTDOWN the server is stopping. Map
+ * max_output_inflight_bytes, or max_sequences sequences are live;
+ * DF_EINVAL also for a sequence request that is not a start and names no
+ * live sequence (unknown, ended or expired: the message says which);
+ * DF_ESHUTDOWN the server is stopping. Map
  * codes with df_http_status_for().
  *
  * Answer bytes. Before anything is allocated, a job's answer is sized:

@@ -165,6 +165,25 @@ int df_server_metrics(df_server_t *s, char **text, size_t *len)
     for (size_t i = 0; i < s->n_models; i++)
         hist_out(&b, "deformd_batch_size", s->models[i]->name, s->models[i]->batch_hist,
                  batch_bounds, DF__NBATCH, (double)s->models[i]->n_poses);
+    df__seq_sweep(s, df__now_ns());
+    sb(&b, "# HELP deformd_sequences_live Sequences started and not yet ended or expired.\n"
+           "# TYPE deformd_sequences_live gauge\ndeformd_sequences_live %d\n"
+           "# HELP deformd_sequences_started_total Sequence starts (and restarts).\n"
+           "# TYPE deformd_sequences_started_total counter\ndeformd_sequences_started_total %llu\n"
+           "# HELP deformd_sequences_ended_total Sequences ended by sequence_end.\n"
+           "# TYPE deformd_sequences_ended_total counter\ndeformd_sequences_ended_total %llu\n"
+           "# HELP deformd_sequences_expired_total Sequences idle longer than "
+           "sequence_idle_timeout_ms.\n"
+           "# TYPE deformd_sequences_expired_total counter\ndeformd_sequences_expired_total %llu\n"
+           "# HELP deformd_sequences_refused_total Sequence requests refused: max_sequences "
+           "reached, no such live sequence, or an expired one.\n"
+           "# TYPE deformd_sequences_refused_total counter\n"
+           "deformd_sequences_refused_total{reason=\"max_sequences\"} %llu\n"
+           "deformd_sequences_refused_total{reason=\"unknown\"} %llu\n"
+           "deformd_sequences_refused_total{reason=\"expired\"} %llu\n",
+       s->seq_live, (unsigned long long)s->seq_started, (unsigned long long)s->seq_ended,
+       (unsigned long long)s->seq_expired, (unsigned long long)s->seq_refused_full,
+       (unsigned long long)s->seq_refused_unknown, (unsigned long long)s->seq_refused_expired);
     pthread_mutex_unlock(&s->mu);
     if (b.oom) {
         free(b.buf);

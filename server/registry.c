@@ -163,6 +163,14 @@ static int loaded_build(df_server_t *s, df_model_t *m, df_model_config_t *cfg,
     int ni = df_model_n_inputs(m), no = df_model_n_outputs(m);
     for (int i = 0; i < ni; i++) ld->in_numel[i] = desc_numel(df_model_input(m, i));
     for (int o = 0; o < no; o++) ld->out_numel[o] = desc_numel(df_model_output(m, o));
+    /* a kind that declares an input and an output named `state` of one
+     * size (the garment's damping): sequences carry it frame to frame */
+    ld->state_in = df_model_find_input(m, "state");
+    ld->state_out = df_model_find_output(m, "state");
+    if (ld->state_in < 0 || ld->state_out < 0 ||
+        ld->in_numel[ld->state_in] != ld->out_numel[ld->state_out])
+        ld->state_in = ld->state_out = -1;
+    ld->state_numel = ld->state_out >= 0 ? ld->out_numel[ld->state_out] : 0;
     df_model_bbox(m, ld->lo, ld->hi);
     ld->max_batch_size = sc->max_batch_size >= 0 ? sc->max_batch_size : ld->cfg.max_batch_size;
     if (!sc->batching) ld->max_batch_size = 1;

@@ -573,6 +573,13 @@ static void handle_infer(df_sock_t *s, req_t *r)
     df_job_t *job = df_job_new(s->srv);
     if (!job) return req_error(r, DF_ENOMEM, "out of memory");
     df__strcpy_n(job->character, sizeof job->character, q.character);
+    if (q.seq) {
+        job->seq = 1;
+        job->seq_id = q.seq_id;
+        memcpy(job->seq_id_str, q.seq_id_str, DF_NAME_MAX);
+        job->seq_start = (q.seq_flags & DF_SEQ_START) != 0;
+        job->seq_end = (q.seq_flags & DF_SEQ_END) != 0;
+    }
     job->batch = (int)q.n_poses;
     job->flags = q.pose_flags;
     job->n_inputs = q.n_inputs;

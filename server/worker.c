@@ -116,6 +116,8 @@ static void run_batch(df__worker_t *w, df_job_t **jobs, int nj)
             struct df__job_priv *q = jobs[j]->priv;
             const float *base = q->in_base[i];
             const float *def = ld->char_defaults[q->char_idx * DF_MAX_IO + i];
+            /* a sequence's frame: the previous frame's state (sequence.c) */
+            if (i == ld->state_in && q->seq_in) def = q->seq_in;
             for (int b = 0; b < q->B; b++, p++) {
                 const float *ptr = base ? base + (int64_t)b * ld->in_numel[i] : def;
                 w->in[i][p] = ptr;
@@ -134,6 +136,9 @@ static void run_batch(df__worker_t *w, df_job_t **jobs, int nj)
             float *dst = NULL;
             for (int k = 0; k < job->n_outputs; k++)
                 if (job->outputs[k].index == o) dst = (float *)job->outputs[k].f32;
+            /* a sequence keeps the state output (copied after, when the
+             * request asked for it too) */
+            if (!dst && o == ld->state_out && job->priv->seq_out) dst = job->priv->seq_out;
             for (int b = 0; b < job->priv->B; b++, p++) {
                 if (dst) {
                     w->out[o][p] = dst + (int64_t)b * ld->out_numel[o];
@@ -158,8 +163,15 @@ static void run_batch(df__worker_t *w, df_job_t **jobs, int nj)
     }
     for (int j = 0; j < nj; j++) {
         jobs[j]->status = rc;
-        if (rc) jobs[j]->err = e;
-        else encode_outputs(s, ld, jobs[j]);
+        if (rc) {
+            jobs[j]->err = e;
+            continue;
+        }
+        float *so = jobs[j]->priv->seq_out;
+        for (int k = 0; so && k < jobs[j]->n_outputs; k++)
+            if (jobs[j]->outputs[k].index == ld->state_out)
+                memcpy(so, jobs[j]->outputs[k].f32, (size_t)ld->state_numel * sizeof(float));
+        encode_outputs(s, ld, jobs[j]);
     }
 }
 
@@ -182,7 +194,13 @@ static void finish(df_server_t *s, df__mentry_t *me, df_job_t **jobs, int nj, in
 {
     pthread_mutex_lock(&s->mu);
     if (is_batch) df__metrics_batch(me, poses, chars > 1);
-    for (int j = 0; j < nj; j++) df__metrics_job(me, jobs[j]);
+    int64_t now = df__now_ns();
+    for (int j = 0; j < nj; j++) {
+        df__metrics_job(me, jobs[j]);
+        /* the next frame of its sequence, if one waits, may run now */
+        df_job_t *next = df__seq_done(s, jobs[j], now);
+        if (next) df__queue_push(s, next);
+    }
     pthread_mutex_unlock(&s->mu);
     for (int j = 0; j < nj; j++) {
         df_job_t *job = jobs[j];
@@ -270,6 +288,8 @@ void df__run_inline(df_server_t *s, df_job_t *job)
     pthread_mutex_lock(&s->mu);
     df__metrics_batch(q->me, q->B, 0);
     df__metrics_job(q->me, job);
+    df_job_t *next = df__seq_done(s, job, t1);
+    if (next) df__queue_push(s, next);
     s->inflight--;
     if (s->inflight <= 0) pthread_cond_broadcast(&s->idle_cv);
     pthread_mutex_unlock(&s->mu);

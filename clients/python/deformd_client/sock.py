@@ -77,16 +77,23 @@ def encode_auth(req_id, token):
 
 
 def encode_infer(req_id, name, inputs=None, batch=1, outputs=None,
-                 encoding="float32", skinning=None, clip=None, times=None):
-    """An INFER frame. inputs: name -> tensor-like with leading dim `batch`."""
+                 encoding="float32", skinning=None, clip=None, times=None,
+                 sequence_id=None, sequence_start=False, sequence_end=False):
+    """An INFER frame. inputs: name -> tensor-like with leading dim `batch`.
+    sequence_id (an int > 0 or a non-empty string) makes it a frame of that
+    sequence (the sequence block, docs/protocol.md), with its START / END
+    flags."""
     if encoding not in ENCODINGS:
         raise ValueError("encoding must be one of %s" % sorted(ENCODINGS))
     if skinning not in POSE_FLAGS:
         raise ValueError("skinning must be 'lbs', 'dqs' or None")
     ins = [(k, as_tensor(v, k)) for k, v in (inputs or {}).items()]
     outs = list(outputs or [])
+    seq = sequence_id not in (None, 0, "")
+    if (sequence_start or sequence_end) and not seq:
+        raise ValueError("sequence_start / sequence_end need a sequence_id")
     p = bytearray(struct.pack("<IIBBHH", batch, POSE_FLAGS[skinning],
-                              ENCODINGS[encoding], 0, len(ins), len(outs)))
+                              ENCODINGS[encoding], 1 if seq else 0, len(ins), len(outs)))
     p += _string(name)
     p += _string(clip or "")
     if clip:
@@ -94,6 +101,12 @@ def encode_infer(req_id, name, inputs=None, batch=1, outputs=None,
             raise ValueError("clip %r needs one time per pose (%d)" % (clip, batch))
         _pad8(p)
         p += struct.pack("<%dd" % batch, *times)
+    if seq:
+        p += struct.pack("<B", (1 if sequence_start else 0) | (2 if sequence_end else 0))
+        if isinstance(sequence_id, str):
+            p += b"\x01" + _string(sequence_id)
+        else:
+            p += b"\x00" + struct.pack("<Q", int(sequence_id))
     for o in outs:
         p += _string(o)
     for k, t in ins:
@@ -310,10 +323,15 @@ class SocketClient:
         return list(self.info("").get("characters", []))
 
     def submit(self, name, inputs=None, batch=1, outputs=None, encoding="float32",
-               skinning=None, clip=None, times=None):
-        """Send an INFER without waiting; returns its request id."""
+               skinning=None, clip=None, times=None, sequence_id=None, sequence_start=False,
+               sequence_end=False):
+        """Send an INFER without waiting; returns its request id. With
+        sequence_id the request is the next frame of that sequence (the
+        daemon runs a sequence's frames in the order sent and carries a
+        model's `state` from one to the next)."""
         rid = self._id()
-        data = encode_infer(rid, name, inputs, batch, outputs, encoding, skinning, clip, times)
+        data = encode_infer(rid, name, inputs, batch, outputs, encoding, skinning, clip, times,
+                            sequence_id, sequence_start, sequence_end)
         self._sent.add(rid)
         self.sock.sendall(data)
         return rid
@@ -323,16 +341,21 @@ class SocketClient:
         return decode_result(self._answer(*self._wait(rid), RESULT))
 
     def infer(self, name, inputs=None, outputs=None, batch=None, encoding="float32",
-              skinning=None, clip=None, times=None):
+              skinning=None, clip=None, times=None, sequence_id=None, sequence_start=False,
+              sequence_end=False):
         """One request. batch=None: inputs are per pose and outputs come back
-        without the batch dimension; batch=B: leading dimension B both ways."""
+        without the batch dimension; batch=B: leading dimension B both ways.
+        sequence_id / sequence_start / sequence_end: see submit()."""
         ins = dict(inputs or {})
         if batch is None:
             ins = {k: _add_batch(as_tensor(v, k)) for k, v in ins.items()}
             if times is not None and not isinstance(times, (list, tuple)):
                 times = [times]
-        res = self._once_more(lambda: self.result(self.submit(
-            name, ins, batch or 1, outputs, encoding, skinning, clip, times)))
+        send = lambda: self.result(self.submit(  # noqa: E731
+            name, ins, batch or 1, outputs, encoding, skinning, clip, times,
+            sequence_id, sequence_start, sequence_end))
+        # a sequence's frame is not sent twice: the first may have run
+        res = send() if sequence_id not in (None, 0, "") else self._once_more(send)
         if batch is None:
             res = {k: Tensor(t.shape[1:], t.data) for k, t in res.items()}
         return res

@@ -366,7 +366,7 @@ static const mcase_t cases[] = {
     {"infer pose_flags 3", "infer_basic.hex", P(4), 1, "\x03", -1, DF_EUNSUPPORTED, -1},
     {"infer encoding 3", "infer_basic.hex", P(8), 1, "\x03", -1, DF_EUNSUPPORTED, -1},
     {"infer encoding 255", "infer_basic.hex", P(8), 1, "\xff", -1, DF_EUNSUPPORTED, -1},
-    {"infer reserved byte", "infer_basic.hex", P(9), 1, "\x01", -1, DF_EFORMAT, -1},
+    {"infer undefined flag", "infer_basic.hex", P(9), 1, "\x80", -1, DF_EFORMAT, -1},
     {"infer n_inputs 17", "infer_basic.hex", P(10), 2, "\x11\x00", -1, DF_ELIMIT, -1},
     {"infer n_inputs 65535", "infer_basic.hex", P(10), 2, "\xff\xff", -1, DF_ELIMIT, -1},
     {"infer n_outputs 17", "infer_basic.hex", P(12), 2, "\x11\x00", -1, DF_ELIMIT, -1},
