@@ -7,7 +7,8 @@
 #
 # 1. tools/decompose/make_dataset.sh: sequences with the true bone of each vertex, split by
 #    character (test: Testwuson's walk and run, BCN_Epileptic; train: the other skinned assets of
-#    assimp-testmodels and, when build/ext/redeclipse holds it, the Red Eclipse male player);
+#    assimp-testmodels, 200 synthetic characters and, when build/ext/redeclipse holds it, the Red
+#    Eclipse male player);
 # 2. deform decompose train-init on the training characters (STEPS, SEED), scores of every
 #    sequence for the network and for the raw trajectories ($OUT/train.txt);
 # 3. deform decompose on each test sequence with --init cluster, --init network and --init
@@ -20,7 +21,7 @@ cd "$(dirname "$0")/.."
 BIN=${BIN:-bin}
 B=${B:-build}
 OUT=${OUT:-$B/decompose-init}
-STEPS=${STEPS:-5000}
+STEPS=${STEPS:-8000}
 SEED=${SEED:-1}
 BONES=${BONES:-8 16 32}
 export OPENBLAS_NUM_THREADS=1

@@ -5,9 +5,10 @@
 # the true bone of each vertex (`deform decompose ... --save-sequence F --sequence-only`), and,
 # when tools/decompose's Blender script can reach them, the 39 actions of the Red Eclipse male
 # player (RE_Player_male.blend from redeclipse-data, unpacked under build/ext/redeclipse by
-# bench/bench_rigapprox_eval.sh; nothing is downloaded here).
+# bench/bench_rigapprox_eval.sh; nothing is downloaded here), and SYNTH (200) random articulated
+# characters of tools/decompose/synth_rigs.py (seed 1).
 #
-#   tools/decompose/make_dataset.sh [OUT_DIR (build/decompose-init/seq)]
+#   [SYNTH=200] tools/decompose/make_dataset.sh [OUT_DIR (build/decompose-init/seq)]
 #
 # Writes OUT_DIR/train/*.safetensors and OUT_DIR/test/*.safetensors. The split is by character:
 # Testwuson and BCN_Epileptic (the characters docs/decompose.md measures) are test characters;
@@ -46,5 +47,9 @@ if [ -f "$RE" ] && command -v blender >/dev/null; then
         || { cat "$OUT/re_male.log" >&2; exit 1; }
 else
     echo "make_dataset: no $RE (or no blender): Red Eclipse skipped" >&2
+fi
+if [ "${SYNTH:-200}" -gt 0 ]; then
+    echo "make_dataset: ${SYNTH:-200} synthetic characters" >&2
+    /usr/bin/python3 tools/decompose/synth_rigs.py --out-dir "$OUT/train" --count "${SYNTH:-200}" --seed 1 >&2
 fi
 ls "$OUT"/train/*.safetensors "$OUT"/test/*.safetensors

@@ -831,7 +831,7 @@ int cmd_decompose(int argc, char **argv)
         memmove(s.times, s.times + a, sizeof(float) * (b - a));
         s.F = b - a;
     }
-    if (!quiet)
+    if (!quiet && !seq_only)
         fprintf(stderr, "decompose: %s: %lld frames x %lld vertices, %lld triangles; %d bones, "
                         "<= %d influences, %d thread(s)\n", s.source, (long long)s.F,
                 (long long)s.N, (long long)s.T, o.n_bones, o.max_influences, threads);
