@@ -49,6 +49,15 @@ def main(gdir):
                              {"weights": Tensor((1, 2), [0.5, 1.0])}, batch=1,
                              outputs=["positions"], encoding="float16")
     check("py-golden-infer-basic", mine == g, "\n%s\n%s" % (mine.hex(), g.hex()))
+    g = golden(gdir, "infer_sequence")
+    mine = sock.encode_infer(43, "shirt", None, outputs=["state"], sequence_id="take-2",
+                             sequence_start=True)
+    check("py-golden-infer-sequence", mine == g, "\n%s\n%s" % (mine.hex(), g.hex()))
+    g = golden(gdir, "infer_sequence_end")
+    mine = sock.encode_infer(44, "ann", None, sequence_id=7, sequence_end=True)
+    check("py-golden-infer-sequence-end", mine == g, "\n%s\n%s" % (mine.hex(), g.hex()))
+    g = golden(gdir, "auth")
+    check("py-golden-auth", sock.encode_auth(1, "alpha-token-0001") == g)
     g = golden(gdir, "ping")
     check("py-golden-ping", sock.frame(sock.PING, struct.unpack_from("<Q", g, 12)[0], g[24:]) == g)
     g = golden(gdir, "info")

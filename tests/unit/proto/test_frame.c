@@ -152,6 +152,82 @@ static void test_golden_infer_clip(void)
     free(e.p); free(g.p);
 }
 
+static void test_golden_auth(void)
+{
+    df_error_t err = {0};
+    df_frame_t fr;
+    df_frame_buf_t fb;
+    bytes_t g = load_hex("auth.hex");
+    DF_CHECK(g.n == 24 + 18);
+    int rc = df_frame_decode(g.p, g.n, DF_FRAME_DEFAULT_MAX_PAYLOAD, &fr, NULL, &err);
+    DF_CHECK_MSG(rc == DF_OK, "%s", err.msg);
+    DF_CHECK(fr.h.type == DF_FT_AUTH && fr.h.id == 1 && !strcmp(fr.u.token, "alpha-token-0001"));
+    df_frame_buf_init(&fb);
+    DF_CHECK(df_frame_encode_auth(1, "alpha-token-0001", &fb.o, &err) == DF_OK);
+    bytes_t e = flat(&fb.o);
+    DF_CHECK(same(e, g, "auth"));
+    free(e.p); free(g.p);
+    g = load_hex("auth_ok.hex");
+    DF_CHECK(g.n == 24);
+    rc = df_frame_decode(g.p, g.n, DF_FRAME_DEFAULT_MAX_PAYLOAD, &fr, NULL, &err);
+    DF_CHECK_MSG(rc == DF_OK && fr.h.type == DF_FT_AUTH_OK && fr.h.id == 1, "%s", err.msg);
+    df_frame_buf_init(&fb);
+    DF_CHECK(df_frame_encode_blob(1, DF_FT_AUTH_OK, NULL, 0, &fb.o, &err) == DF_OK);
+    e = flat(&fb.o);
+    DF_CHECK(same(e, g, "auth_ok"));
+    free(e.p); free(g.p);
+    /* an empty token, a NUL inside, 256 bytes: refused both ways */
+    DF_CHECK(df_frame_encode_auth(1, "", &fb.o, &err) == DF_EINVAL);
+    uint8_t pl[8] = {3, 0, 'a', 0, 'b'};
+    char tok[DF_FRAME_MAX_TOKEN + 1];
+    DF_CHECK(df_frame_decode_auth(pl, 5, tok, &err) == DF_EFORMAT);
+    pl[0] = 0;
+    DF_CHECK(df_frame_decode_auth(pl, 2, tok, &err) == DF_EFORMAT);
+    uint8_t big[2 + 256] = {0, 1};
+    memset(big + 2, 'x', 256);
+    DF_CHECK(df_frame_decode_auth(big, sizeof big, tok, &err) == DF_ELIMIT);
+}
+
+static void test_golden_infer_sequence(void)
+{
+    df_error_t err = {0};
+    df_frame_t fr;
+    df_frame_buf_t fb;
+    bytes_t g = load_hex("infer_sequence.hex");
+    DF_CHECK(g.n == 24 + 40);
+    int rc = df_frame_decode(g.p, g.n, DF_FRAME_DEFAULT_MAX_PAYLOAD, &fr, NULL, &err);
+    DF_CHECK_MSG(rc == DF_OK, "%s", err.msg);
+    df_frame_infer_t *q = &fr.u.infer;
+    DF_CHECK(fr.h.id == 43 && q->n_poses == 1 && !strcmp(q->character, "shirt") && !q->clip[0]);
+    DF_CHECK(q->seq && q->seq_flags == DF_SEQ_START && !strcmp(q->seq_id_str, "take-2"));
+    DF_CHECK(q->n_outputs == 1 && !strcmp(q->outputs[0], "state") && q->n_inputs == 0);
+    df_frame_buf_init(&fb);
+    DF_CHECK(df_frame_encode_infer(43, q, &fb.o, &err) == DF_OK);
+    bytes_t e = flat(&fb.o);
+    DF_CHECK(same(e, g, "infer_sequence"));
+    free(e.p); free(g.p);
+    g = load_hex("infer_sequence_end.hex");
+    DF_CHECK(g.n == 24 + 31);
+    rc = df_frame_decode(g.p, g.n, DF_FRAME_DEFAULT_MAX_PAYLOAD, &fr, NULL, &err);
+    DF_CHECK_MSG(rc == DF_OK, "%s", err.msg);
+    DF_CHECK(fr.h.id == 44 && !strcmp(q->character, "ann") && q->n_outputs == 0);
+    DF_CHECK(q->seq && q->seq_flags == DF_SEQ_END && q->seq_id == 7 && !q->seq_id_str[0]);
+    df_frame_buf_init(&fb);
+    DF_CHECK(df_frame_encode_infer(44, q, &fb.o, &err) == DF_OK);
+    e = flat(&fb.o);
+    DF_CHECK(same(e, g, "infer_sequence_end"));
+    /* id 0, flag bits 4.., id kind 2: refused */
+    e.p[24 + 23] = 0;
+    DF_CHECK(df_frame_decode(e.p, e.n, DF_FRAME_DEFAULT_MAX_PAYLOAD, &fr, NULL, &err) == DF_EINVAL);
+    e.p[24 + 23] = 7;
+    e.p[24 + 21] = 4;
+    DF_CHECK(df_frame_decode(e.p, e.n, DF_FRAME_DEFAULT_MAX_PAYLOAD, &fr, NULL, &err) == DF_EFORMAT);
+    e.p[24 + 21] = 2;
+    e.p[24 + 22] = 2;
+    DF_CHECK(df_frame_decode(e.p, e.n, DF_FRAME_DEFAULT_MAX_PAYLOAD, &fr, NULL, &err) == DF_EFORMAT);
+    free(e.p); free(g.p);
+}
+
 static void test_golden_results(void)
 {
     df_error_t err = {0};
@@ -528,6 +604,8 @@ int main(void)
     DF_RUN(test_golden_ping_pong);
     DF_RUN(test_golden_infer_basic);
     DF_RUN(test_golden_infer_clip);
+    DF_RUN(test_golden_auth);
+    DF_RUN(test_golden_infer_sequence);
     DF_RUN(test_golden_results);
     DF_RUN(test_golden_error_info);
     DF_RUN(test_roundtrip_big);
