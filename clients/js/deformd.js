@@ -140,6 +140,13 @@ export function encodeInferRequest(inputs, opts = {}) {
   const params = Object.assign({}, opts.parameters || {});
   if (opts.encoding) params.encoding = opts.encoding;
   if (opts.skinning) params.skinning = opts.skinning;
+  if (opts.sequence) { // {id, start, end}: a frame of a sequence (docs/http-api.md "Sequences")
+    const q = opts.sequence;
+    if (q.id == null || q.id === 0 || q.id === '') throw new DeformdError('sequence: an id (number > 0 or string) is required');
+    params.sequence_id = q.id;
+    if (q.start) params.sequence_start = true;
+    if (q.end) params.sequence_end = true;
+  }
   if (opts.outputs && opts.outputs.length) {
     req.outputs = opts.outputs.map((name) => ({ name, parameters: { binary_data: binary } }));
   } else if (binary) {
@@ -248,7 +255,9 @@ export class DeformdClient {
   /**
    * POST /v2/models/{name}/infer.
    * inputs: {name: tensor-like}; opts: {outputs, binary (default true),
-   * encoding 'float32'|'float16'|'int16', skinning 'lbs'|'dqs', parameters}.
+   * encoding 'float32'|'float16'|'int16', skinning 'lbs'|'dqs', parameters,
+   * sequence: {id, start, end} (a frame of a sequence: run in order, a
+   * model's `state` carried from the frame before)}.
    * Returns {outputName: {shape, data: Float32Array}}.
    */
   async infer(name, inputs = {}, opts = {}) {

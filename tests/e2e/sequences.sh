@@ -26,7 +26,9 @@
 #    and a start reuses the slots;
 #  - a model without state (the imported Testwuson.X, when assimp-testmodels
 #    is installed): sequences of 2-pose frames are accepted, answered as
-#    without a sequence, in order.
+#    without a sequence, in order;
+#  - the browser module (clients/js/deformd.js under Node) sends a sequence's
+#    frames with its `sequence` option.
 # Prints "ok NAME" / "FAIL NAME" lines for tests/run.sh.
 . "$(dirname "$0")/product_common.sh"
 
@@ -243,6 +245,28 @@ else:
 sys.exit(1 if nfail else 0)
 EOF
 [ $? -eq 0 ] || NFAIL=$((NFAIL + 1))
+# the browser module (Node's fetch): a sequence's frames through DeformdClient
+if command -v node >/dev/null; then
+    node - "$URL" "$ROOT/clients/js/deformd.js" >"$T/js.log" 2>&1 <<'EOF'
+const [url, mod] = process.argv.slice(2);
+import(mod).then(async ({ DeformdClient }) => {
+  const c = new DeformdClient(url);
+  const frames = [];
+  for (let k = 0; k < 3; k++) {
+    const out = await c.infer('ann', {}, { outputs: ['state'], sequence: { id: 'js-1', start: k === 0, end: k === 2 } });
+    frames.push(out.$response.parameters.sequence_frame);
+  }
+  if (frames.join() !== '1,2,3') throw new Error('frames ' + frames);
+  try {
+    await c.infer('ann', {}, { sequence: { id: 'js-1' } });
+    throw new Error('a frame after the end was answered');
+  } catch (e) { if (e.status !== 400) throw e; }
+}).catch((e) => { console.error(e); process.exit(1); });
+EOF
+    [ $? -eq 0 ] && ok seq-js-module || fail seq-js-module "$(tail -3 "$T/js.log")"
+else
+    fail seq-js-module "needs node"
+fi
 grep -q "sequences: 3 slots" "$T/deformd.log" && ok seq-slots-at-start \
     || fail seq-slots-at-start "$(grep sequences "$T/deformd.log")"
 finish
