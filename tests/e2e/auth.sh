@@ -60,6 +60,7 @@ start_on() {
     local p=$1 log=$2; shift 2
     rm -f "$T/ready_$p"
     "$BIN/deformd" --repository "$REPO" --http-port 0 --socket-port 0 --ready-file "$T/ready_$p" \
+        --www "$ROOT/server/www" \
         "$@" >"$log" 2>&1 &
     eval "${p}PID=$!"
     for _ in $(seq 1 300); do [ -s "$T/ready_$p" ] && break; sleep 0.05; done
