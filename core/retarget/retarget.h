@@ -164,10 +164,14 @@ void df__rt_rbf_eval(const float *src, int64_t L, const double *coef, const doub
 int df__rt_closest(const double *V, int64_t nv, const uint32_t *T, int64_t nt, const double *P,
                    const double *PN /* [np,3] unit normals or NULL */, int64_t np,
                    int32_t *tri_out, float *bary_out, df_error_t *err);
-/* deformation transfer given each target triangle's source triangle; pin
+/* deformation transfer: each target triangle's deformation gradient from
+ * the source triangle spanned by its corners' corresponding points (vtri,
+ * vbary: a source triangle and barycentric coordinates per target vertex),
+ * or, where those points (nearly) coincide or vtri is NULL, from the
+ * source triangle ctri[f] under the target triangle's centroid. pin
  * [t->nv] (or NULL): vertices held at rest */
 int df__rt_deformation_transfer(const df__rt_mesh_t *s, const df__rt_mesh_t *t,
-                                const int32_t *ctri, const uint8_t *pin, float *out,
-                                df_error_t *err);
+                                const int32_t *ctri, const int32_t *vtri, const float *vbary,
+                                const uint8_t *pin, float *out, df_error_t *err);
 
 #endif

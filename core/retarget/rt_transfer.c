@@ -12,18 +12,25 @@
  *    point on the warped source surface (triangles around its 12 nearest
  *    warped vertices): a source triangle and barycentric coordinates.
  *  - Expression cloning: the source displacement at that point, turned by
- *    the rotation taking the source surface normal there onto the target
+ *    the rotation taking the source's surface normal onto the target
  *    vertex's normal and scaled by the warp's local scale (cube root of its
- *    Jacobian's determinant). The paper's scale is the ratio of the local
- *    bounding boxes; that assumes meshes of similar resolution, which a
- *    remeshed target is not, so the warp's own scale stands in for it.
- *    local_frames = 0 carries the displacement unchanged (correspondence
- *    only).
+ *    Jacobian's determinant). Both normals are taken at the target's
+ *    resolution: the source's is the area-weighted normal of the target's
+ *    1-ring with its vertices moved to their corresponding source points
+ *    (the source surface sampled like the target), the target's the same
+ *    over its own 1-ring; a finer source's vertex normal against a coarser
+ *    target's would count the facets as a change of orientation. The
+ *    paper's scale is the ratio of the local bounding boxes; that assumes
+ *    meshes of similar resolution, which a remeshed target is not, so the
+ *    warp's own scale stands in for it. local_frames = 0 carries the
+ *    displacement unchanged (correspondence only).
  *  - Naive copy: the displacement of the nearest source vertex, no warp.
  *  - Deformation transfer: per target triangle the deformation gradient of
- *    its corresponding source triangle (the one under its centroid), as
- *    Sumner & Popovic's Q = V~ V^-1 with the fourth vertex along the normal;
- *    the target vertices minimise sum_t A_t |grad_t x - Q_t grad_t x0|^2 +
+ *    the source surface over the same patch: the triangle spanned by the
+ *    corners' corresponding source points (Sumner & Popovic's
+ *    Q = V~ V^-1 with the fourth vertex along the normal), or the source
+ *    triangle under the centroid where those points coincide; the target
+ *    vertices minimise sum_t A_t |grad_t x - Q_t grad_t x0|^2 +
  *    eps |x - x0|^2 (the cotangent stiffness matrix; eps 1e-6 of its mean
  *    diagonal pins the translation), one CHOLMOD factorisation, one solve
  *    with 3 columns per shape for all shapes.
@@ -286,6 +293,24 @@ static void vertex_normals(const float *P, int64_t nv, const uint32_t *T, int64_
     }
 }
 
+/* the same for double positions; a vertex whose triangles have no area
+ * gets a zero normal */
+static void vertex_normals_d(const double *P, int64_t nv, const uint32_t *T, int64_t nt, double *N)
+{
+    memset(N, 0, sizeof(double) * (size_t)(3 * nv));
+    for (int64_t t = 0; t < nt; t++) {
+        double e1[3], e2[3], n[3];
+        const uint32_t *f = T + 3 * t;
+        sub3(P + 3 * f[1], P + 3 * f[0], e1), sub3(P + 3 * f[2], P + 3 * f[0], e2), cross3(e1, e2, n);
+        for (int k = 0; k < 3; k++)
+            for (int d = 0; d < 3; d++) N[3 * f[k] + d] += n[d];
+    }
+    for (int64_t v = 0; v < nv; v++) {
+        double l = sqrt(dot3(N + 3 * v, N + 3 * v));
+        for (int d = 0; d < 3; d++) N[3 * v + d] = l > 0 ? N[3 * v + d] / l : 0.0;
+    }
+}
+
 /* the rotation taking unit a onto unit b (Rodrigues; a = -b: a half turn
  * about any axis normal to a) */
 static void rot_between(const double *a, const double *b, double *R)
@@ -325,7 +350,8 @@ int df__rt_transfer(const df__rt_mesh_t *s, const df__rt_mesh_t *t, const int32_
     float *cbary = malloc(sizeof(float) * (size_t)(3 * (nt + t->nt)));
     uint8_t *pin = calloc((size_t)nt, 1);
     double *Ns = malloc(sizeof(double) * (size_t)(3 * ns)), *Nt = malloc(sizeof(double) * (size_t)(3 * nt));
-    if (!ls || !lt || !coef || !W || !Pt || !ctri || !cbary || !Ns || !Nt || !pin) {
+    double *Pv = malloc(sizeof(double) * (size_t)(3 * nt)), *Nv = malloc(sizeof(double) * (size_t)(3 * nt));
+    if (!ls || !lt || !coef || !W || !Pt || !ctri || !cbary || !Ns || !Nt || !pin || !Pv || !Nv) {
         rc = E_(DF_ENOMEM, "out of memory");
         goto done;
     }
@@ -366,20 +392,35 @@ int df__rt_transfer(const df__rt_mesh_t *s, const df__rt_mesh_t *t, const int32_
     }
     /* every target vertex's point on the warped source */
     if ((rc = df__rt_closest(W, ns, s->tri, s->nt, Pt, Nt, nt, ctri, cbary, err))) goto done;
+    /* the source surface sampled at the target's resolution: the target's
+     * connectivity with each vertex at its corresponding source point */
+    for (int64_t q = 0; q < nt; q++) {
+        const uint32_t *f = s->tri + 3 * ctri[q];
+        const float *b = cbary + 3 * q;
+        for (int d = 0; d < 3; d++)
+            Pv[3 * q + d] = b[0] * s->pos[3 * f[0] + d] + b[1] * s->pos[3 * f[1] + d] +
+                            b[2] * s->pos[3 * f[2] + d];
+    }
     if (method == DF_RT_CLONE) {
+        /* local frames compared at one resolution: the normal of that
+         * sampled source surface against the target's own, both
+         * area-weighted over the same 1-ring (the source's finer vertex
+         * normals would count the coarser mesh's facets as a change of
+         * orientation) */
+        vertex_normals_d(Pv, nt, t->tri, t->nt, Nv);
         for (int64_t q = 0; q < nt; q++) {
             const uint32_t *f = s->tri + 3 * ctri[q];
             const float *b = cbary + 3 * q;
-            double x[3] = {0, 0, 0}, ns3[3] = {0, 0, 0}, R[9], J[9], wx[3];
-            for (int k = 0; k < 3; k++)
-                for (int d = 0; d < 3; d++) {
-                    x[d] += b[k] * s->pos[3 * f[k] + d];
-                    ns3[d] += b[k] * Ns[3 * f[k] + d];
-                }
-            double l = sqrt(dot3(ns3, ns3));
-            for (int d = 0; d < 3 && l > 0; d++) ns3[d] /= l;
+            double ns3[3], R[9], J[9], wx[3];
+            memcpy(ns3, Nv + 3 * q, sizeof ns3);
+            if (!(dot3(ns3, ns3) > 0.5)) { /* a collapsed ring: the source's own */
+                for (int d = 0; d < 3; d++)
+                    ns3[d] = b[0] * Ns[3 * f[0] + d] + b[1] * Ns[3 * f[1] + d] + b[2] * Ns[3 * f[2] + d];
+                double l = sqrt(dot3(ns3, ns3));
+                for (int d = 0; d < 3 && l > 0; d++) ns3[d] /= l;
+            }
             rot_between(ns3, Nt + 3 * q, R);
-            df__rt_rbf_eval(ls, L, coef, x, wx, J);
+            df__rt_rbf_eval(ls, L, coef, Pv + 3 * q, wx, J);
             double det = J[0] * (J[4] * J[8] - J[5] * J[7]) - J[1] * (J[3] * J[8] - J[5] * J[6]) +
                          J[2] * (J[3] * J[7] - J[4] * J[6]);
             double sc = cbrt(fabs(det));
@@ -433,14 +474,14 @@ int df__rt_transfer(const df__rt_mesh_t *s, const df__rt_mesh_t *t, const int32_
             double l = sqrt(dot3(CN + 3 * f, CN + 3 * f));
             for (int d = 0; d < 3 && l > 0; d++) CN[3 * f + d] /= l;
         }
-        rc = df__rt_closest(W, ns, s->tri, s->nt, C, CN, T2, ctri, cbary, err);
+        rc = df__rt_closest(W, ns, s->tri, s->nt, C, CN, T2, ctri + nt, cbary + 3 * nt, err);
         free(C), free(CN);
         if (rc) goto done;
-        rc = df__rt_deformation_transfer(s, t, ctri, pin, out, err);
+        rc = df__rt_deformation_transfer(s, t, ctri + nt, ctri, cbary, pin, out, err);
     }
 done:
     free(ls), free(lt), free(coef), free(W), free(Pt), free(ctri), free(cbary), free(Ns), free(Nt);
-    free(pin);
+    free(pin), free(Pv), free(Nv);
     return rc;
 }
 
@@ -488,8 +529,8 @@ static int inv33(const double *m, double *o)
 }
 
 int df__rt_deformation_transfer(const df__rt_mesh_t *s, const df__rt_mesh_t *t,
-                                const int32_t *ctri, const uint8_t *pin, float *out,
-                                df_error_t *err)
+                                const int32_t *ctri, const int32_t *vtri, const float *vbary,
+                                const uint8_t *pin, float *out, df_error_t *err)
 {
     int64_t n = t->nv, T2 = t->nt, M = s->M, ns = s->nv;
     cholmod_common cc;
@@ -555,24 +596,52 @@ int df__rt_deformation_transfer(const df__rt_mesh_t *s, const df__rt_mesh_t *t,
     for (int64_t f = 0; f < T2; f++) {
         if (Ar[f] == 0) continue;
         const uint32_t *v = t->tri + 3 * f, *u = s->tri + 3 * ctri[f];
-        double J0[9] = {0}, a[3], b[3], c[3], F0[9], F0i[9];
+        double J0[9] = {0}, F0[9], F0i[9];
         for (int k = 0; k < 3; k++) {
             double x[3];
             fget(t->pos, v[k], x);
             for (int r = 0; r < 3; r++)
                 for (int q = 0; q < 3; q++) J0[r * 3 + q] += x[r] * G[f][k][q];
         }
-        fget(s->pos, u[0], a), fget(s->pos, u[1], b), fget(s->pos, u[2], c);
-        frame(a, b, c, F0);
+        /* the source triangle: the corresponding points of the target
+         * triangle's corners (the source surface over the same patch,
+         * however many source triangles it crosses), or the source
+         * triangle under the centroid when those points (nearly) coincide
+         * or no vertex correspondence is given */
+        double P[3][3], Pw[3][3]; /* corners; their barycentric weights per
+                                   * source vertex are in vbary */
+        int virt = vtri != NULL;
+        if (virt) {
+            for (int k = 0; k < 3; k++) {
+                const uint32_t *g = s->tri + 3 * vtri[v[k]];
+                const float *bb = vbary + 3 * (int64_t)v[k];
+                for (int d = 0; d < 3; d++)
+                    P[k][d] = bb[0] * s->pos[3 * g[0] + d] + bb[1] * s->pos[3 * g[1] + d] +
+                              bb[2] * s->pos[3 * g[2] + d];
+            }
+            double e1[3], e2[3], nn[3];
+            sub3(P[1], P[0], e1), sub3(P[2], P[0], e2), cross3(e1, e2, nn);
+            virt = sqrt(dot3(nn, nn)) > 2e-3 * Ar[f]; /* area > 1e-3 the target's */
+        }
+        if (!virt)
+            for (int k = 0; k < 3; k++) fget(s->pos, u[k], P[k]);
+        frame(P[0], P[1], P[2], F0);
         if (inv33(F0, F0i)) continue; /* a degenerate source triangle: rest */
         for (int64_t j = 0; j < M; j++) {
-            double a2[3], b2[3], c2[3], F1[9], Q[9], QJ[9];
-            for (int d = 0; d < 3; d++) {
-                a2[d] = a[d] + s->deltas[(j * ns + u[0]) * 3 + d];
-                b2[d] = b[d] + s->deltas[(j * ns + u[1]) * 3 + d];
-                c2[d] = c[d] + s->deltas[(j * ns + u[2]) * 3 + d];
+            double F1[9], Q[9], QJ[9];
+            for (int k = 0; k < 3; k++) {
+                double dlt[3] = {0, 0, 0};
+                if (virt) {
+                    const uint32_t *g = s->tri + 3 * vtri[v[k]];
+                    const float *bb = vbary + 3 * (int64_t)v[k];
+                    for (int e = 0; e < 3; e++)
+                        for (int d = 0; d < 3; d++) dlt[d] += bb[e] * s->deltas[(j * ns + g[e]) * 3 + d];
+                } else {
+                    for (int d = 0; d < 3; d++) dlt[d] = s->deltas[(j * ns + u[k]) * 3 + d];
+                }
+                for (int d = 0; d < 3; d++) Pw[k][d] = P[k][d] + dlt[d];
             }
-            frame(a2, b2, c2, F1);
+            frame(Pw[0], Pw[1], Pw[2], F1);
             for (int r = 0; r < 3; r++)
                 for (int q = 0; q < 3; q++) {
                     Q[r * 3 + q] = 0;

@@ -44,6 +44,102 @@ def run(*cmd):
     return r.stdout
 
 
+# ------------------------------------------- T2 with the exact correspondence
+
+def vertex_normals(V, T):
+    """area-weighted vertex normals (zero where no area)"""
+    N = np.zeros_like(V)
+    fn = np.cross(V[T[:, 1]] - V[T[:, 0]], V[T[:, 2]] - V[T[:, 0]])
+    for k in range(3):
+        np.add.at(N, T[:, k], fn)
+    n = np.linalg.norm(N, axis=1, keepdims=True)
+    return np.where(n > 0, N / np.where(n > 0, n, 1), 0)
+
+
+def rotations_between(a, b):
+    """per row, the rotation taking unit a onto unit b (Rodrigues)"""
+    v, c = np.cross(a, b), (a * b).sum(1)
+    K = np.zeros((len(a), 3, 3))
+    K[:, 0, 1], K[:, 0, 2], K[:, 1, 2] = -v[:, 2], v[:, 1], -v[:, 0]
+    K[:, 1, 0], K[:, 2, 0], K[:, 2, 1] = v[:, 2], -v[:, 1], v[:, 0]
+    return np.eye(3)[None] + K + K @ K / (1 + c)[:, None, None]
+
+
+def rbf_warp(P, Q, X):
+    """the transfer's landmark warp (phi(r) = r plus affine) through P -> Q,
+    evaluated at X with its Jacobian"""
+    L = len(P)
+    A = np.zeros((L + 4, L + 4))
+    A[:L, :L] = np.linalg.norm(P[:, None] - P[None], axis=2)
+    A[:L, L], A[:L, L + 1:], A[L, :L], A[L + 1:, :L] = 1, P, 1, P.T
+    rhs = np.zeros((L + 4, 3))
+    rhs[:L] = Q
+    c = np.linalg.solve(A, rhs)
+    r = np.linalg.norm(X[:, None] - P[None], axis=2)
+    e = (X[:, None] - P[None]) / np.where(r > 1e-12, r, np.inf)[:, :, None]
+    J = np.einsum('nlk,ld->ndk', e, c[:L]) + c[L + 1:].T[None]
+    return r @ c[:L] + c[L] + X @ c[L + 1:], J
+
+
+def t2_exact(D):
+    """The two methods' formulas (as rt_transfer.c) applied with the exact
+    correspondence of T2's vertices (t2_bary, what the truth is made of)
+    instead of the landmark warp's: what each method makes of this truth when
+    its correspondence is perfect. Returns {label: deltas [55, N2, 3]}."""
+    tris = make_data.triangles(D["quads"]).astype(np.int64)
+    src, dS = D["neutral"].astype(np.float64), D["deltas"].astype(np.float64)
+    V2, T2 = D["t2_neutral"].astype(np.float64), D["t2_triangles"].astype(np.int64)
+    t, b = D["t2_bary"][:, 0].astype(np.int64), D["t2_bary"][:, 1:].astype(np.float64)
+    m, n = len(dS), len(V2)
+    P = (b[:, :, None] * src[tris[t]]).sum(1)            # corresponding source points
+    d = (dS[:, tris[t], :] * b[None, :, :, None]).sum(2)  # their displacements
+    _, J = rbf_warp(src[D["landmarks"]], V2[D["t2_landmarks"]], P)
+    sc = np.cbrt(np.abs(np.linalg.det(J)))
+    sc = np.where((sc > 0.1) & (sc < 10), sc, 1)
+    R = rotations_between(vertex_normals(P, T2), vertex_normals(V2, T2))
+    out = {"cloning": np.einsum('vij,mvj->mvi', sc[:, None, None] * R, d),
+           "cloning, rotation only": np.einsum('vij,mvj->mvi', R, d),
+           "cloning, scale only": sc[None, :, None] * d}
+    # deformation transfer: the target triangles' gradients from the source
+    # triangles spanned by their corners' points; cotangent system, the
+    # vertices over source surface no shape moves held (as rt_transfer.c)
+    a0, b0, c0 = V2[T2[:, 0]], V2[T2[:, 1]], V2[T2[:, 2]]
+    nrm = np.cross(b0 - a0, c0 - a0)
+    ln = np.linalg.norm(nrm, axis=1)
+    Ar, nh = ln / 2, nrm / ln[:, None]
+    g = np.stack([np.cross(nh, c0 - b0), np.cross(nh, a0 - c0), np.cross(nh, b0 - a0)],
+                 1) / ln[:, None, None]
+    K = np.zeros((n, n))
+    for p in range(3):
+        for q in range(3):
+            np.add.at(K, (T2[:, p], T2[:, q]), Ar * (g[:, p] * g[:, q]).sum(1))
+    ext = np.abs(src).max()
+    pin = np.abs(dS[:, tris[t], :]).max(axis=(0, 2, 3)) <= 1e-5 * ext
+    anc = np.where(pin, 1e3, 1e-6) * np.trace(K) / n
+    K[np.arange(n), np.arange(n)] += anc
+
+    def frame(x0, x1, x2):
+        e1, e2 = x1 - x0, x2 - x0
+        c = np.cross(e1, e2)
+        c = c / np.sqrt(np.linalg.norm(c, axis=1, keepdims=True))
+        return np.stack([e1, e2, c], 2)
+    F0i = np.linalg.inv(frame(P[T2[:, 0]], P[T2[:, 1]], P[T2[:, 2]]))
+    J0 = np.einsum('tkr,tkq->trq', V2[T2], g)
+    rhs = np.zeros((n, 3 * m))
+    for j in range(m):
+        Pw = P + d[j]
+        QJ = frame(Pw[T2[:, 0]], Pw[T2[:, 1]], Pw[T2[:, 2]]) @ F0i @ J0
+        for k in range(3):
+            np.add.at(rhs[:, 3 * j:3 * j + 3], T2[:, k],
+                      Ar[:, None] * np.einsum('tq,tcq->tc', g[:, k], QJ))
+    rhs += anc[:, None] * np.tile(V2, (1, m))
+    L = np.linalg.cholesky(K)
+    x = np.linalg.solve(L.T, np.linalg.solve(L, rhs))
+    out["deformation transfer"] = x.reshape(n, m, 3).transpose(1, 0, 2) - V2[None]
+    out["carried unturned"] = d
+    return out, sc, R, d
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--work", required=True)
@@ -146,7 +242,8 @@ def main():
             print(row("%g mm | %s" % (n, label), P, sw))
 
     print("\n### T2 (another topology): source shapes carried onto a remeshed identity\n")
-    t2_truth = (D["t2_neutral"].reshape(-1)[None] + Wt @ make_data.t2_truth_deltas(D).reshape(
+    t2d = make_data.t2_truth_deltas(D)
+    t2_truth = (D["t2_neutral"].reshape(-1)[None] + Wt @ t2d.reshape(
         len(D["names"]), -1)).reshape(F, -1, 3)
     print("| method | mean mm | max mm | mean % | max % | transfer time |")
     print("|---|---|---|---|---|---|")
@@ -164,6 +261,23 @@ def main():
         d = np.linalg.norm(P.reshape(F, -1, 3) - t2_truth, axis=2) * 10
         print("| %s | %.3f | %.2f | %.3f | %.2f | %s s |" % (label, d.mean(), d.max(),
               100 * d.mean() / height_mm, 100 * d.max() / height_mm, secs))
+
+    print("\nThe same formulas with the exact correspondence (T2's t2_bary, the truth's own; "
+          "evaluate.py's implementation of rt_transfer.c's local frames and deformation "
+          "transfer):\n")
+    ex, sc, R, dx = t2_exact(D)
+    ang = np.degrees(np.arccos(np.clip((R[:, [0, 1, 2], [0, 1, 2]].sum(1) - 1) / 2, -1, 1)))
+    mv = np.linalg.norm(dx, axis=2).mean(0)
+    print("warp scale at T2's vertices: mean %.4f; normals' angle: mean %.2f deg, "
+          "motion-weighted %.2f deg\n" % (sc.mean(), ang.mean(), (ang * mv).sum() / mv.sum()))
+    print("| method | mean mm | max mm | mean % | max % |")
+    print("|---|---|---|---|---|")
+    for label in ("carried unturned", "cloning, rotation only", "cloning, scale only",
+                  "cloning", "deformation transfer"):
+        d = np.linalg.norm((Wt @ (ex[label] - t2d.reshape(ex[label].shape)).reshape(
+            len(D["names"]), -1)).reshape(F, -1, 3), axis=2) * 10
+        print("| %s | %.3f | %.2f | %.3f | %.2f |" % (label, d.mean(), d.max(),
+              100 * d.mean() / height_mm, 100 * d.max() / height_mm))
 
     print("\n### Chuang & Bregler: key-frame basis, NNLS vs plain least squares\n")
     print(kf_out.strip().splitlines()[1] + "\n")

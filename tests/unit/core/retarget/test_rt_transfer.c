@@ -225,7 +225,10 @@ static void test_transfer(void)
      * gradient (0.06) times that */
     DF_CHECK_MSG(worst < 2e-4, "clone, affine field: max error %g", worst);
     /* with local frames the warp is a translation (Jacobian I) and the
-     * normals nearly agree: the same within the normals' chord error */
+     * normals, both taken over the target's 1-rings (the source sampled at
+     * the target's corresponding points), agree to the chord error of the
+     * finer source: 2.2e-4 here (normals at the source's own resolution
+     * against the target's: 5.9e-4) */
     DF_CHECK(df__rt_transfer(&s, &t, ls, lt, nl, DF_RT_CLONE, 1, out, &err) == 0);
     worst = 0;
     for (int v = 0; v < NT * NT; v++) {
@@ -235,9 +238,12 @@ static void test_transfer(void)
         field(0, p, o);
         for (int d = 0; d < 3; d++) worst = fmax(worst, fabs(out[3 * v + d] - o[d]));
     }
-    DF_CHECK_MSG(worst < 5e-3, "clone with local frames: max error %g", worst);
+    DF_CHECK_MSG(worst < 4e-4, "clone with local frames: max error %g", worst);
     /* deformation transfer of the stretch: every target edge stretched by
-     * 10 % in x (the solution is defined up to a translation) */
+     * 10 % in x (the solution is defined up to a translation); each target
+     * triangle's gradient from the source over the same patch (its
+     * corners' corresponding points): 3.7e-5 here (from the one source
+     * triangle under its centroid: 1.1e-4) */
     DF_CHECK_MSG(df__rt_transfer(&s, &t, ls, lt, nl, DF_RT_DT, 1, out, &err) == 0, "%s", err.msg);
     worst = 0;
     const float *o1 = out + 3 * NT * NT;
@@ -248,7 +254,7 @@ static void test_transfer(void)
             worst = fmax(worst, fabs((o1[3 * b] - o1[3 * a]) - want));
             for (int d = 1; d < 3; d++) worst = fmax(worst, fabs(o1[3 * b + d] - o1[3 * a + d]));
         }
-    DF_CHECK_MSG(worst < 2e-3, "deformation transfer, stretch: max edge error %g", worst);
+    DF_CHECK_MSG(worst < 6e-5, "deformation transfer, stretch: max edge error %g", worst);
     /* naive: the nearest source vertex's displacement, brute force here */
     DF_CHECK(df__rt_transfer(&s, &t, ls, lt, nl, DF_RT_NAIVE, 0, out, &err) == 0);
     int same = 1;
