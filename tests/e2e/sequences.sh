@@ -15,6 +15,8 @@
 #    pipelined on one socket connection between plain requests: every frame
 #    equals the damping chain over the poses in the order sent, and over HTTP
 #    each answer's sequence_frame counts 1, 2, ...;
+#  - one sequence fed by 4 HTTP connections at once: numbered 1..21 without
+#    a gap or a repeat, and the states follow the chain in that order;
 #  - restart (sequence_start on a live id) resets the state; sequence_end
 #    frees the slot (deformd_sequences_live, _ended_total); a request without
 #    start for an unknown or ended sequence is 400 with Triton's wording; a
@@ -144,6 +146,40 @@ check("seq-restart-resets", np.array_equal(S, D[3]) and p["sequence_frame"] == 1
 e = err_of(lambda: h.infer("ann", {"joint_rotations": np.stack(poses[:2])}, batch=2,
                            sequence_id=101))
 check("seq-several-poses-refused", e is not None and e.status == 400 and "one pose" in str(e), e)
+
+# one sequence fed by 4 threads at once (4 HTTP connections, 5 frames each):
+# the daemon serialises them; sorted by sequence_frame, the answers number
+# 1..20 and follow the damping chain of the poses in that order
+import threading
+seq("ann", poses[0], "mt", sequence_start=True)
+answers, lock = [], threading.Lock()
+
+
+def feeder(t):
+    c = HttpClient(port=HTTP)
+    for j in range(5):
+        k = (3 * t + j) % 10
+        r = c.infer("ann", {"joint_rotations": poses[k], "shape": shape}, outputs=["state"],
+                    sequence_id="mt")
+        with lock:
+            answers.append((c.last_response["parameters"]["sequence_frame"], k, arr(r["state"])))
+
+
+ths = [threading.Thread(target=feeder, args=(t,)) for t in range(4)]
+for t in ths:
+    t.start()
+for t in ths:
+    t.join()
+answers.sort(key=lambda a: a[0])
+chain, badmt = D[0], []
+for fr, k, st in answers:
+    chain = np.float32(eta) * chain + np.float32(1 - eta) * D[k]
+    if not close(st, chain):
+        badmt.append(fr)
+check("seq-concurrent-connections-serialised",
+      [a[0] for a in answers] == list(range(2, 22)) and not badmt,
+      ([a[0] for a in answers], badmt))
+seq("ann", poses[0], "mt", sequence_end=True)
 
 # ---- order: two sequences with the same id (ann, ben) pipelined on one socket
 s = SocketClient(port=SOCK)
