@@ -29,8 +29,8 @@
 #  - a model without state (the imported Testwuson.X, when assimp-testmodels
 #    is installed): sequences of 2-pose frames are accepted, answered as
 #    without a sequence, in order;
-#  - the browser module (clients/js/deformd.js under Node) sends a sequence's
-#    frames with its `sequence` option.
+#  - bin/deformctl (the C library: socket, then HTTP) and the browser module
+#    (clients/js/deformd.js under Node) send a sequence's frames.
 # Prints "ok NAME" / "FAIL NAME" lines for tests/run.sh.
 . "$(dirname "$0")/product_common.sh"
 
@@ -281,6 +281,33 @@ else:
 sys.exit(1 if nfail else 0)
 EOF
 [ $? -eq 0 ] || NFAIL=$((NFAIL + 1))
+# bin/deformctl: two frames of a sequence over the socket, then one over HTTP
+# (the C library), against the damping formula on plain answers
+ROT='[[0,0,0,1],[0,0,0.3,0.95393920141],[0,0,0,1],[0,0,0,1],[0,0,0,1],[0,0,0,1],[0,0,0,1],[0,0,0,1],[0,0,0,1],[0,0,0,1],[0,0,0,1],[0,0,0,1],[0,0,0,1],[0,0,0,1],[0,0,0,1],[0,0,0,1],[0,0,0,1],[0,0,0,1],[0,0,0,1]]'
+CTL="$BIN/deformctl --socket-port $SOCK --http-port $HTTP"
+$CTL infer ann --output state --sequence 31 --sequence-start --out "$T/c1.npy" >/dev/null 2>"$T/ctl.err" \
+    && $CTL infer ann --input "joint_rotations=$ROT" --output state --sequence 31 --out "$T/c2.npy" >/dev/null 2>>"$T/ctl.err" \
+    && $CTL infer ann --input "joint_rotations=$ROT" --output state --sequence 31 --sequence-end --http \
+        --out "$T/c3.npy" >/dev/null 2>>"$T/ctl.err" \
+    && $CTL infer ann --output state --out "$T/d1.npy" >/dev/null 2>>"$T/ctl.err" \
+    && $CTL infer ann --input "joint_rotations=$ROT" --output state --out "$T/d2.npy" >/dev/null 2>>"$T/ctl.err" \
+    && "$PY" - "$T" "$SHIRT" <<'EOF' && ok seq-deformctl || fail seq-deformctl "$(cat "$T/ctl.err")"
+import json, struct, sys
+import numpy as np
+t, shirt = sys.argv[1], sys.argv[2]
+with open(shirt, "rb") as f:
+    (hl,) = struct.unpack("<Q", f.read(8))
+    eta = np.float32(json.loads(f.read(hl))["__metadata__"]["garment_damping"])
+c1, c2, c3, d1, d2 = (np.load("%s/%s.npy" % (t, n)).reshape(-1) for n in ("c1", "c2", "c3", "d1", "d2"))
+assert np.array_equal(c1, d1)
+for got, prev in ((c2, c1), (c3, c2)):
+    want = eta * prev + (np.float32(1) - eta) * d2
+    assert np.max(np.abs(got - want)) <= 1e-6 * np.max(np.abs(want)), np.max(np.abs(got - want))
+assert np.max(np.abs(c2 - d2)) > 1e-2 * np.max(np.abs(d2))
+EOF
+$CTL infer ann --output state --sequence 31 --out "$T/c4.npy" >/dev/null 2>"$T/ctl4.err"
+[ $? -eq 1 ] && grep -q "must specify sequence_start" "$T/ctl4.err" && ok seq-deformctl-after-end \
+    || fail seq-deformctl-after-end "$(cat "$T/ctl4.err")"
 # the browser module (Node's fetch): a sequence's frames through DeformdClient
 if command -v node >/dev/null; then
     node - "$URL" "$ROOT/clients/js/deformd.js" >"$T/js.log" 2>&1 <<'EOF'

@@ -6,7 +6,10 @@
  *     info NAME                     inputs, outputs, joints, clips (JSON)
  *     infer NAME --input name=FILE.npy|JSON [--input ...] [--output NAME]...
  *           [--encoding float32|float16|int16] [--skinning lbs|dqs]
- *           [--http | --http-binary] --out OUT.npy
+ *           [--http | --http-binary]
+ *           [--sequence ID [--sequence-start] [--sequence-end]] --out OUT.npy
+ *                                   a frame of sequence ID (a number, or any
+ *                                   other string) of the daemon
  *     play NAME --clip C [--fps R] [--chunk N] [--window N] [--output positions]
  *           [--encoding E] [--skinning S] --out FRAMES.npy
  *                                   C: a clip name, matched ignoring case, or
@@ -47,7 +50,8 @@ static int usage(void)
             "                 [--token-file FILE] COMMAND   (or DEFORMD_TOKEN in the environment)\n"
             "  list | info NAME | mesh NAME --out REST.glb\n"
             "  infer NAME --input name=FILE.npy|JSON [--output NAME]... [--encoding E]\n"
-            "        [--skinning lbs|dqs] [--http|--http-binary] --out OUT.npy\n"
+            "        [--skinning lbs|dqs] [--http|--http-binary]\n"
+            "        [--sequence ID [--sequence-start] [--sequence-end]] --out OUT.npy\n"
             "  play NAME --clip C [--fps R] [--chunk N] [--window N] [--output NAME]\n"
             "        [--encoding E] [--skinning S] --out FRAMES.npy\n"
             "        (C: a clip's name, any case, or a unique part of it: walk)\n"
@@ -216,9 +220,17 @@ static int cmd_infer(const char *name, int argc, char **argv)
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--http")) { http = 1; continue; }
         if (!strcmp(a, "--http-binary")) { http = 2; continue; }
+        if (!strcmp(a, "--sequence-start")) { q.sequence_start = 1; continue; }
+        if (!strcmp(a, "--sequence-end")) { q.sequence_end = 1; continue; }
         if (!v) return usage();
         i++;
-        if (!strcmp(a, "--input") && n_in < DF_CLIENT_MAX_IO) inputs[n_in++] = v;
+        if (!strcmp(a, "--sequence")) {
+            /* digits: a numeric id; anything else: a string id */
+            char *end;
+            unsigned long long n = strtoull(v, &end, 10);
+            if (*v && !*end && v[0] != '-') q.sequence_id = n;
+            else q.sequence_name = v;
+        } else if (!strcmp(a, "--input") && n_in < DF_CLIENT_MAX_IO) inputs[n_in++] = v;
         else if (!strcmp(a, "--output") && q.n_outputs < DF_CLIENT_MAX_IO) q.outputs[q.n_outputs++] = v;
         else if (!strcmp(a, "--encoding")) q.encoding = v;
         else if (!strcmp(a, "--skinning")) q.skinning = v;

@@ -62,6 +62,14 @@ typedef struct df_client_request {
     const char *skinning;     /* NULL (character default), "lbs", "dqs" */
     const char *clip;         /* NULL or a clip name ... */
     const double *times;      /* ... sampled at these n_poses times (s) */
+    /* A frame of a sequence (Triton's sequence batcher, docs/http-api.md
+     * "Sequences"): sequence_name (a string id) or else sequence_id (a
+     * number; 0 and NULL/"": not a sequence). The daemon runs a sequence's
+     * frames in order and carries a model's `state` between them. A frame
+     * is never sent twice by the blocking calls' retry. */
+    uint64_t sequence_id;
+    const char *sequence_name;
+    int sequence_start, sequence_end;
 } df_client_request_t;
 
 typedef struct df_client_result {

@@ -503,6 +503,21 @@ int df_client_submit(df_client_t *c, const df_client_request_t *q, df_client_don
         strcpy(fi.clip, q->clip);
         fi.times = q->times;
     }
+    if ((q->sequence_name && q->sequence_name[0]) || q->sequence_id) {
+        fi.seq = 1;
+        fi.seq_flags = (uint8_t)((q->sequence_start ? DF_SEQ_START : 0) |
+                                 (q->sequence_end ? DF_SEQ_END : 0));
+        if (q->sequence_name && q->sequence_name[0]) {
+            if (strlen(q->sequence_name) >= DF_NAME_MAX)
+                return df_error_set(err, DF_ELIMIT, "sequence name longer than %d bytes",
+                                    DF_NAME_MAX - 1);
+            strcpy(fi.seq_id_str, q->sequence_name);
+        } else {
+            fi.seq_id = q->sequence_id;
+        }
+    } else if (q->sequence_start || q->sequence_end) {
+        return df_error_set(err, DF_EINVAL, "sequence_start / sequence_end without a sequence id");
+    }
     fi.n_outputs = q->n_outputs;
     for (int o = 0; o < q->n_outputs; o++) {
         if (!q->outputs[o] || strlen(q->outputs[o]) >= DF_NAME_MAX)
@@ -667,7 +682,8 @@ int df_client_infer(df_client_t *c, const df_client_request_t *q, df_client_resu
 {
     size_t others = user_pending(c);
     int rc = infer_once(c, q, out, err);
-    if (rc && retry_once(c, rc, others)) {
+    int seq = (q->sequence_name && q->sequence_name[0]) || q->sequence_id;
+    if (rc && !seq && retry_once(c, rc, others)) { /* a sequence's frame may have run */
         df_client_result_free(out);
         rc = infer_once(c, q, out, err);
     }

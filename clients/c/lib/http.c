@@ -237,6 +237,14 @@ int df_client_http_infer(const char *base, const df_client_request_t *q, int bin
         sb_add(&js, ",\"skinning\":", 12);
         sb_str(&js, q->skinning);
     }
+    int seq = (q->sequence_name && q->sequence_name[0]) || q->sequence_id;
+    if (seq) {
+        sb_add(&js, ",\"sequence_id\":", 15);
+        if (q->sequence_name && q->sequence_name[0]) sb_str(&js, q->sequence_name);
+        else sb_printf(&js, "%llu", (unsigned long long)q->sequence_id);
+        if (q->sequence_start) sb_add(&js, ",\"sequence_start\":true", 22);
+        if (q->sequence_end) sb_add(&js, ",\"sequence_end\":true", 20);
+    }
     if (q->clip && q->times) {
         sb_add(&js, ",\"clip\":", 8);
         sb_str(&js, q->clip);
@@ -259,7 +267,9 @@ int df_client_http_infer(const char *base, const df_client_request_t *q, int bin
     snprintf(url, sizeof url, "%s/v2/models/%s/infer", base, q->character);
     sbuf_t resp = {0};
     long st = 0, rjl = -1;
-    int rc = perform(url, js.p, js.len, binary ? json_len : -1, &resp, &st, &rjl, err);
+    int rc = seq ? perform_once(url, js.p, js.len, binary ? json_len : -1, &resp, &st, &rjl,
+                                &(CURLcode){CURLE_OK}, err) /* a sequence's frame: never twice */
+                 : perform(url, js.p, js.len, binary ? json_len : -1, &resp, &st, &rjl, err);
     free(js.p);
     if (rc) {
         free(resp.p);
