@@ -276,6 +276,7 @@ static int read_tokens(df_config_t *c, df_error_t *err)
         memset(c->tokens[c->n_tokens], 0, DF_TOKEN_MAX);
         memcpy(c->tokens[c->n_tokens], t, n);
         c->token_len[c->n_tokens] = (int)n;
+        if ((int)n + 1 > c->token_cmp) c->token_cmp = (int)n + 1;
         c->n_tokens++;
     }
     if (ferror(f) && rc == DF_OK)
@@ -297,7 +298,7 @@ int df_config_token_match(const df_config_t *c, const char *tok, size_t len)
     unsigned found = 0;
     for (int k = 0; k < c->n_tokens; k++) {
         unsigned diff = (unsigned)c->token_len[k] ^ (unsigned)len;
-        for (size_t i = 0; i < DF_TOKEN_MAX; i++)
+        for (int i = 0; i < c->token_cmp; i++)
             diff |= (unsigned)((unsigned char)c->tokens[k][i] ^ a[i]);
         found |= (unsigned)(diff == 0);
     }
@@ -308,6 +309,7 @@ int df_config_token_match(const df_config_t *c, const char *tok, size_t len)
 int df_config_finish(df_config_t *c, df_error_t *err)
 {
     c->n_tokens = 0;
+    c->token_cmp = 0;
     if (c->token_file[0]) {
         int rc = read_tokens(c, err);
         if (rc) return rc;

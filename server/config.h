@@ -35,6 +35,9 @@ typedef struct df_config {
                                    * (none = admin API disabled) */
     int token_len[DF_MAX_TOKENS];
     int n_tokens;
+    int token_cmp;                /* bytes compared per token: the longest
+                                   * token + 1 (the time depends on the
+                                   * configured tokens only) */
     char token_file[DF_PATH_MAX];
     int auth_all;                 /* auth = all: every endpoint but health
                                    * (and the socket's PING) needs a token;
@@ -92,8 +95,8 @@ int df_config_set(df_config_t *c, const char *key, const char *value,
 /* Read token_file into tokens (one per line, # comments); checks the rest. */
 int df_config_finish(df_config_t *c, df_error_t *err);
 /* 1 when tok[0..len) equals one of the configured tokens. Compares with
- * every token, each over DF_TOKEN_MAX bytes, whatever matches: the time
- * does not depend on the token presented. */
+ * every token, each over the same token_cmp bytes, whatever matches: the
+ * time does not depend on the token presented. */
 int df_config_token_match(const df_config_t *c, const char *tok, size_t len);
 
 #endif
