@@ -601,10 +601,13 @@ static int rt_evaluate(const df_model_t *m, const df_batch_t *b, void *scratch,
             /* warm start: the sets of the unconstrained solutions G^-1 b,
              * one GEMM for the batch */
             gemm(0, (int)Ms, nm, (int)Ms, r->Ginv, (int)Ms, RHS, Wm);
-            for (size_t i = 0; i < (size_t)Ms * nm; i++)
-                sets[i] = Wm[i] <= 0.0f                                 ? DF_RT_AT_LO
-                          : r->bounds == DF_RT_UNIT && Wm[i] >= 1.0f ? DF_RT_AT_HI
-                                                                       : DF_RT_FREE;
+            /* branch-free: the signs are random */
+            const int unit = r->bounds == DF_RT_UNIT;
+            for (size_t i = 0; i < (size_t)Ms * nm; i++) {
+                const int lo = Wm[i] <= 0.0f, up = unit & (Wm[i] >= 1.0f);
+                /* AT_LO 0, AT_HI 1, FREE 2 */
+                sets[i] = (uint8_t)(2 - 2 * lo - (up & !lo));
+            }
         }
         for (int q = 0; q < nm; q++) {
             for (int64_t i = 0; i < Ms; i++) bw[i] = RHS[(size_t)q * Ms + i];

@@ -186,23 +186,38 @@ static inline void rank_k(double *M, int64_t P, const double *F, int64_t ldf, co
 
 /* in-place inverse of the leading k x k block of a small SPD matrix, by
  * Gauss-Jordan without pivoting: its pivots are the successive Schur
- * complements. -1 when a pivot is <= tiny[p]. */
-static int small_inverse(double S[BLK][BLK], const double *tiny, int k)
+ * complements. -1 when a pivot is <= tiny[p]. K is a constant in each
+ * instance (small_inverse below), so the block stays in registers. */
+static inline int small_inverse_k(double S[BLK][BLK], const double *tiny, const int K)
 {
-    for (int p = 0; p < k; p++) {
-        const double d = S[p][p];
+    double a[BLK][BLK];
+    for (int i = 0; i < K; i++)
+        for (int e = 0; e < K; e++) a[i][e] = S[i][e];
+    for (int p = 0; p < K; p++) {
+        const double d = a[p][p];
         if (!(d > tiny[p])) return -1;
         const double id = 1.0 / d;
-        S[p][p] = 1.0;
-        for (int e = 0; e < k; e++) S[p][e] *= id;
-        for (int i = 0; i < k; i++) {
-            if (i == p) continue;
-            const double f = S[i][p];
-            S[i][p] = 0.0;
-            for (int e = 0; e < k; e++) S[i][e] -= f * S[p][e];
+        double row[BLK];
+        for (int e = 0; e < K; e++) row[e] = (e == p ? 1.0 : a[p][e]) * id;
+        for (int i = 0; i < K; i++) {
+            const double f = a[i][p];
+            for (int e = 0; e < K; e++)
+                a[i][e] = i == p ? row[e] : (e == p ? 0.0 : a[i][e]) - f * row[e];
         }
     }
+    for (int i = 0; i < K; i++)
+        for (int e = 0; e < K; e++) S[i][e] = a[i][e];
     return 0;
+}
+
+static int small_inverse(double S[BLK][BLK], const double *tiny, int k)
+{
+    switch (k) {
+    case 1: return small_inverse_k(S, tiny, 1);
+    case 2: return small_inverse_k(S, tiny, 2);
+    case 3: return small_inverse_k(S, tiny, 3);
+    default: return small_inverse_k(S, tiny, 4);
+    }
 }
 
 /* ------------------------------------------------- the explicit inverse */
