@@ -6,14 +6,17 @@
  *
  * One OpenBLAS thread (the daemon's setting). For the same poses at batch B
  * (default 64), through df_model_evaluate (the served path), in alternation
- * (5 rounds, the best of each, so a noisy neighbour hits every variant):
+ * (5 rounds, so a noisy neighbour hits every variant):
  *   markers  -> positions   (rigid alignment, bounded solve, E, target)
  *   weights  -> positions   (E, target)
  *   target alone            (the rigged model of the target file, with the
  *                            target weights the markers variant produced)
  *   markers  -> target_weights only (the mapping alone)
- * and prints poses per second of one core (the thread's CPU time) and the
- * mapping's cost relative to the target's own evaluation.
+ * and prints, per variant, poses per second of one core (the thread's CPU
+ * time; the best round) and the percentiles of the CPU time per pose of
+ * every batch (p10, p50, p90, p99 over all rounds); then the mapping's cost
+ * relative to the target's own evaluation, from the best rounds and from
+ * the medians.
  */
 #include "df.h"
 
@@ -42,7 +45,21 @@ typedef struct variant {
     int64_t per;
     int out_pos, out_w;
     double best;
+    double *batch_us; /* CPU time per pose of each batch, all rounds */
+    size_t nb, cap;
 } variant_t;
+
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double pct(const variant_t *v, double q) /* of the sorted batch times */
+{
+    size_t i = (size_t)(q * (double)(v->nb - 1) + 0.5);
+    return v->batch_us[i];
+}
 
 static int run(variant_t *v, int B, int64_t F, float *pos, float *tw, int64_t N3, int64_t Mt,
                double seconds, df_scratch_t *scr)
@@ -53,6 +70,15 @@ static int run(variant_t *v, int B, int64_t F, float *pos, float *tw, int64_t N3
     double t0 = now();
     int64_t poses = 0, f = 0;
     while (now() - t0 < seconds) {
+        if (v->nb == v->cap) {
+            v->cap = v->cap ? 2 * v->cap : 4096;
+            double *nbuf = realloc(v->batch_us, v->cap * sizeof(double));
+            if (!nbuf) {
+                fprintf(stderr, "bench_retarget: out of memory\n");
+                exit(1);
+            }
+            v->batch_us = nbuf;
+        }
         for (int p = 0; p < B; p++, f++) {
             int64_t fr = f % F;
             pin[p] = v->src + fr * v->per;
@@ -65,10 +91,12 @@ static int run(variant_t *v, int B, int64_t F, float *pos, float *tw, int64_t N3
         b.in[v->in] = pin;
         if (v->out_pos >= 0) b.out[v->out_pos] = pp;
         if (v->out_w >= 0) b.out[v->out_w] = pt;
+        const double tb = now();
         if (df_model_evaluate(v->m, &b, scr, &err)) {
             fprintf(stderr, "bench_retarget: %s: %s\n", v->name, err.msg);
             exit(1);
         }
+        v->batch_us[v->nb++] = (now() - tb) * 1e6 / B;
         poses += B;
     }
     double rate = (double)poses / (now() - t0);
@@ -151,22 +179,35 @@ int main(int argc, char **argv)
         }
     }
     variant_t v[4] = {
-        {"markers -> positions", rt, im, X, K * 3, df_model_find_output(rt, "positions"), -1, 0},
-        {"source_weights -> positions", rt, iw, SW, Ms, df_model_find_output(rt, "positions"), -1, 0},
+        {"markers -> positions", rt, im, X, K * 3, df_model_find_output(rt, "positions"), -1, 0,
+         NULL, 0, 0},
+        {"source_weights -> positions", rt, iw, SW, Ms, df_model_find_output(rt, "positions"), -1,
+         0, NULL, 0, 0},
         {"target alone (rigged, its weights)", tg, df_model_find_input(tg, "weights"), TW, Mt,
-         df_model_find_output(tg, "positions"), -1, 0},
-        {"markers -> target_weights only", rt, im, X, K * 3, -1, ot, 0},
+         df_model_find_output(tg, "positions"), -1, 0, NULL, 0, 0},
+        {"markers -> target_weights only", rt, im, X, K * 3, -1, ot, 0, NULL, 0, 0},
     };
     for (int r = 0; r < 5; r++)
         for (int i = 0; i < 4; i++) run(&v[i], B, F, pos, tw, N3, Mt, seconds, scr);
     printf("retarget bench: %lld target vertices, %lld source controls, %lld target shapes, "
            "%lld markers, batch %d, 1 thread, %lld frames cycled, best of 5 x %.1f s CPU\n",
            (long long)N, (long long)Ms, (long long)Mt, (long long)K, B, (long long)F, seconds);
-    for (int i = 0; i < 4; i++)
-        printf("  %-36s %10.0f poses/s  (%7.2f us/pose)\n", v[i].name, v[i].best, 1e6 / v[i].best);
+    printf("  %-36s %10s %9s | CPU us/pose of each batch: %6s %6s %6s %6s\n", "", "poses/s",
+           "us/pose", "p10", "p50", "p90", "p99");
+    for (int i = 0; i < 4; i++) {
+        qsort(v[i].batch_us, v[i].nb, sizeof(double), cmp_d);
+        printf("  %-36s %10.0f %9.2f | %26s %6.2f %6.2f %6.2f %6.2f\n", v[i].name, v[i].best,
+               1e6 / v[i].best, "", pct(&v[i], 0.10), pct(&v[i], 0.50), pct(&v[i], 0.90),
+               pct(&v[i], 0.99));
+    }
     double t_m = 1 / v[0].best, t_w = 1 / v[1].best, t_t = 1 / v[2].best;
-    printf("  mapping cost over the target's own evaluation: markers %+.1f %%, source_weights "
-           "%+.1f %%\n", 100 * (t_m - t_t) / t_t, 100 * (t_w - t_t) / t_t);
+    double m_m = pct(&v[0], 0.5), m_w = pct(&v[1], 0.5), m_t = pct(&v[2], 0.5);
+    printf("  ours (markers -> positions) %.2f us/pose, the target's own evaluation %.2f us/pose: "
+           "ratio %.3f\n", 1e6 * t_m, 1e6 * t_t, t_m / t_t);
+    printf("  mapping cost over the target's own evaluation: markers %+.1f %% (medians %+.1f %%), "
+           "source_weights %+.1f %% (medians %+.1f %%)\n", 100 * (t_m - t_t) / t_t,
+           100 * (m_m - m_t) / m_t, 100 * (t_w - t_t) / t_t, 100 * (m_w - m_t) / m_t);
+    for (int i = 0; i < 4; i++) free(v[i].batch_us);
     df_scratch_free(&scr);
     df_model_unref(&rt);
     df_model_unref(&tg);
