@@ -25,7 +25,9 @@
  *     solved with the weights; the unconstrained solutions G^-1 b as one
  *     more sgemm, whose signs start each pose's bounded least-squares
  *     solve on the Gram matrix G = At'At + lambda I prepared (and checked
- *     positive definite) at load (rt_solve.c); then (when another round
+ *     positive definite) at load (the rounds on an explicit inverse of the
+ *     free block, rt_pdas.c; the general solver of rt_solve.c from the same
+ *     start when they do not settle); then (when another round
  *     follows) A w for all of them as one sgemm;
  *  2. target weights for the whole batch as ONE sgemm: W_t = E W_s
  *     (sgemv for B = 1), clamped to [0, 1] unless the file says otherwise;

@@ -11,7 +11,9 @@
  * gradient b - Gw costs m x nnz(w). Rigid alignment is Horn's closed form:
  * the rotation is the dominant eigenvector of a 4x4 symmetric matrix built
  * from the cross-covariance, always a proper rotation (no reflection
- * fix-up needed), eigenvectors by cyclic Jacobi.
+ * fix-up needed): its eigenvalue by Newton's method on the characteristic
+ * polynomial and the eigenvector from the adjugate, cyclic Jacobi when the
+ * eigenvalue is not simple (horn_rotation).
  */
 #include "retarget/retarget.h"
 
