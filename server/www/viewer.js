@@ -609,9 +609,9 @@ function syncJointUI() {
 // damping on, each answer's state goes out with the next frame, so the
 // daemon damps the pose from frame to frame; it is dropped (the next frame
 // starts undamped) on a seek, a clip or character change and Reset pose.
-// This is the page's one hook for sequences: once the daemon keeps the
-// state itself (Triton-style sequence_id / sequence_start / sequence_end
-// request parameters), the page sends those here instead of the state.
+// The page carries the state itself rather than opening a daemon-side
+// sequence (sequence_id / sequence_start / sequence_end, docs/http-api.md):
+// a seek or a dropped frame then needs no sequence restart.
 function hasState(meta) {
   const i = (meta.inputs || []).find((x) => x.name === 'state');
   const o = (meta.outputs || []).find((x) => x.name === 'state');
