@@ -14,26 +14,18 @@ metadata `character` = synth_K. Deterministic for a seed. Needs numpy.
 """
 import argparse
 import json
-import struct
+import os
+import sys
 
 import numpy as np
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "garment"))
+import stfile  # noqa: E402
+
 
 def save(path, tensors, meta):
-    hdr, off, blobs = {"__metadata__": meta}, 0, []
-    for name, arr in tensors.items():
-        b = np.ascontiguousarray(arr).tobytes()
-        dt = {np.dtype(np.float32): "F32", np.dtype(np.int32): "I32"}[arr.dtype]
-        hdr[name] = {"dtype": dt, "shape": list(arr.shape), "data_offsets": [off, off + len(b)]}
-        blobs.append(b)
-        off += len(b)
-    h = json.dumps(hdr).encode()
-    h += b" " * ((8 - len(h) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)))
-        f.write(h)
-        for b in blobs:
-            f.write(b)
+    """The safetensors writer of the tools (tools/garment/stfile.py)."""
+    stfile.write(path, tensors, meta)
 
 
 def rot(axis, ang):
