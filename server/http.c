@@ -1002,6 +1002,23 @@ static void job_done(df_job_t *job, void *user)
     finish_and_resume(user);
 }
 
+/* Submit a prepared job of q; a job evaluated inline (on this thread) is
+ * answered at once, else the connection waits for job_done. */
+static enum MHD_Result submit_job(req_t *q, df_job_t *job)
+{
+    df_error_t e = {0};
+    job->done = job_done;
+    job->user = q;
+    job->allow_inline = 1;
+    if (df_server_submit(q->h->srv, job, &e)) return send_df_error(q, &e);
+    if (job->ran_inline) {
+        job->done = NULL;
+        return finish_infer(q);
+    }
+    suspend_unless_finished(q);
+    return MHD_YES;
+}
+
 /* A raw binary request (Inference-Header-Content-Length: 0, binary data
  * extension): the whole body is little-endian float32 data of the model's
  * only input, [B, per-pose shape...] with B = body / one pose's bytes;
@@ -1062,16 +1079,7 @@ static enum MHD_Result start_raw(req_t *q)
     job->n_outputs = 0;
     job->text_value_bytes = q->glb ? 4 : DF_KS_TEXT_VALUE_BYTES;
     job->as_text_all = 1;
-    job->done = job_done;
-    job->user = q;
-    job->allow_inline = 1;
-    if (df_server_submit(h->srv, job, &e)) return send_df_error(q, &e);
-    if (job->ran_inline) {
-        job->done = NULL;
-        return finish_infer(q);
-    }
-    suspend_unless_finished(q);
-    return MHD_YES;
+    return submit_job(q, job);
 }
 
 static enum MHD_Result start_infer(req_t *q)
@@ -1145,17 +1153,7 @@ static enum MHD_Result start_infer(req_t *q)
         job->clip_time = k->clip_time;
         job->clip_dt = k->clip_dt;
     }
-    job->done = job_done;
-    job->user = q;
-    job->allow_inline = 1;
-    if (df_server_submit(h->srv, job, &e)) return send_df_error(q, &e);
-    if (job->ran_inline) {
-        /* evaluated on this thread: answer without suspending */
-        job->done = NULL;
-        return finish_infer(q);
-    }
-    suspend_unless_finished(q);
-    return MHD_YES;
+    return submit_job(q, job);
 }
 
 /* Append s / a decimal integer at p (caller sized the buffer); return the
