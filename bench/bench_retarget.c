@@ -28,6 +28,7 @@
 
 void openblas_set_num_threads(int);
 
+
 /* this thread's CPU time: poses per second of one core, whatever else the
  * machine runs (wall time on a shared 2-core VM measures the neighbours) */
 static double now(void)
@@ -47,6 +48,13 @@ typedef struct variant {
     double best;
     double *batch_us; /* CPU time per pose of each batch, all rounds */
     size_t nb, cap;
+    /* sequences: pose p of every batch is the next frame of sequence p
+     * (which starts at frame p F / B), its `state` the one sequence p's
+     * previous frame returned, as the daemon carries it */
+    int seq, in_st, out_st;
+    int64_t ns;   /* state size */
+    float *st;    /* [2, B, ns]: read one half, write the other */
+    int64_t step; /* batches run */
 } variant_t;
 
 static int cmp_d(const void *a, const void *b)
@@ -64,8 +72,9 @@ static double pct(const variant_t *v, double q) /* of the sorted batch times */
 static int run(variant_t *v, int B, int64_t F, float *pos, float *tw, int64_t N3, int64_t Mt,
                double seconds, df_scratch_t *scr)
 {
-    const float **pin = malloc(sizeof *pin * (size_t)B);
+    const float **pin = malloc(sizeof *pin * (size_t)B), **psi = malloc(sizeof *psi * (size_t)B);
     float **pp = malloc(sizeof *pp * (size_t)B), **pt = malloc(sizeof *pt * (size_t)B);
+    float **pso = malloc(sizeof *pso * (size_t)B);
     df_error_t err = {0};
     double t0 = now();
     int64_t poses = 0, f = 0;
@@ -80,10 +89,14 @@ static int run(variant_t *v, int B, int64_t F, float *pos, float *tw, int64_t N3
             v->batch_us = nbuf;
         }
         for (int p = 0; p < B; p++, f++) {
-            int64_t fr = f % F;
+            int64_t fr = v->seq ? ((int64_t)p * (F / B) + v->step) % F : f % F;
             pin[p] = v->src + fr * v->per;
             pp[p] = pos + (size_t)p * N3;
             pt[p] = tw + (size_t)p * Mt;
+            if (v->seq) {
+                psi[p] = v->st + ((size_t)(v->step & 1) * B + p) * v->ns;
+                pso[p] = v->st + ((size_t)(~v->step & 1) * B + p) * v->ns;
+            }
         }
         df_batch_t b;
         memset(&b, 0, sizeof b);
@@ -91,6 +104,11 @@ static int run(variant_t *v, int B, int64_t F, float *pos, float *tw, int64_t N3
         b.in[v->in] = pin;
         if (v->out_pos >= 0) b.out[v->out_pos] = pp;
         if (v->out_w >= 0) b.out[v->out_w] = pt;
+        if (v->seq) {
+            b.in[v->in_st] = psi;
+            b.out[v->out_st] = pso;
+        }
+        v->step++;
         const double tb = now();
         if (df_model_evaluate(v->m, &b, scr, &err)) {
             fprintf(stderr, "bench_retarget: %s: %s\n", v->name, err.msg);
@@ -102,8 +120,10 @@ static int run(variant_t *v, int B, int64_t F, float *pos, float *tw, int64_t N3
     double rate = (double)poses / (now() - t0);
     if (rate > v->best) v->best = rate;
     free(pin);
+    free(psi);
     free(pp);
     free(pt);
+    free(pso);
     return 0;
 }
 
@@ -178,7 +198,14 @@ int main(int argc, char **argv)
             }
         }
     }
-    variant_t v[4] = {
+    int ist = df_model_find_input(rt, "state"), ost = df_model_find_output(rt, "state");
+    if (ist < 0 || ost < 0) {
+        fprintf(stderr, "bench_retarget: %s has no state (sequences' warm start)\n", argv[1]);
+        return 1;
+    }
+    const int64_t ns = df_model_input(rt, ist)->shape[0];
+    enum { NV = 6 };
+    variant_t v[NV] = {
         {"markers -> positions", rt, im, X, K * 3, df_model_find_output(rt, "positions"), -1, 0,
          NULL, 0, 0},
         {"source_weights -> positions", rt, iw, SW, Ms, df_model_find_output(rt, "positions"), -1,
@@ -186,15 +213,24 @@ int main(int argc, char **argv)
         {"target alone (rigged, its weights)", tg, df_model_find_input(tg, "weights"), TW, Mt,
          df_model_find_output(tg, "positions"), -1, 0, NULL, 0, 0},
         {"markers -> target_weights only", rt, im, X, K * 3, -1, ot, 0, NULL, 0, 0},
+        {"markers -> positions, sequences", rt, im, X, K * 3,
+         df_model_find_output(rt, "positions"), -1, 0, NULL, 0, 0, 1, ist, ost, ns},
+        {"markers -> target_weights, sequences", rt, im, X, K * 3, -1, ot, 0, NULL, 0, 0, 1,
+         ist, ost, ns},
     };
+    for (int i = 0; i < NV; i++) {
+        if (!v[i].seq) continue;
+        v[i].st = malloc(sizeof(float) * (size_t)(2 * B * ns));
+        for (int64_t e = 0; e < 2 * B * ns; e++) v[i].st[e] = -1.0f; /* no previous frame */
+    }
     for (int r = 0; r < 5; r++)
-        for (int i = 0; i < 4; i++) run(&v[i], B, F, pos, tw, N3, Mt, seconds, scr);
+        for (int i = 0; i < NV; i++) run(&v[i], B, F, pos, tw, N3, Mt, seconds, scr);
     printf("retarget bench: %lld target vertices, %lld source controls, %lld target shapes, "
            "%lld markers, batch %d, 1 thread, %lld frames cycled, best of 5 x %.1f s CPU\n",
            (long long)N, (long long)Ms, (long long)Mt, (long long)K, B, (long long)F, seconds);
     printf("  %-36s %10s %9s | CPU us/pose of each batch: %6s %6s %6s %6s\n", "", "poses/s",
            "us/pose", "p10", "p50", "p90", "p99");
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < NV; i++) {
         qsort(v[i].batch_us, v[i].nb, sizeof(double), cmp_d);
         printf("  %-36s %10.0f %9.2f | %26s %6.2f %6.2f %6.2f %6.2f\n", v[i].name, v[i].best,
                1e6 / v[i].best, "", pct(&v[i], 0.10), pct(&v[i], 0.50), pct(&v[i], 0.90),
@@ -207,7 +243,14 @@ int main(int argc, char **argv)
     printf("  mapping cost over the target's own evaluation: markers %+.1f %% (medians %+.1f %%), "
            "source_weights %+.1f %% (medians %+.1f %%)\n", 100 * (t_m - t_t) / t_t,
            100 * (m_m - m_t) / m_t, 100 * (t_w - t_t) / t_t, 100 * (m_w - m_t) / m_t);
-    for (int i = 0; i < 4; i++) free(v[i].batch_us);
+    double t_s = 1 / v[4].best, m_s = pct(&v[4], 0.5);
+    printf("  in sequences (each pose the next frame of its own sequence, the solve started from "
+           "the frame before): markers %+.1f %% (medians %+.1f %%)\n",
+           100 * (t_s - t_t) / t_t, 100 * (m_s - m_t) / m_t);
+    for (int i = 0; i < NV; i++) {
+        free(v[i].batch_us);
+        free(v[i].st);
+    }
     df_scratch_free(&scr);
     df_model_unref(&rt);
     df_model_unref(&tg);

@@ -373,7 +373,8 @@ static int rt_load(df_model_t *m, const df_st_t *st, const char *params,
     df__rt_t *r = calloc(1, sizeof *r);
     if (!r) return E_(DF_ENOMEM, "out of memory");
     m->impl = r;
-    r->in_w = r->in_mk = r->out_pos = r->out_nrm = r->out_tw = r->out_sw = -1;
+    r->in_w = r->in_mk = r->in_state = -1;
+    r->out_pos = r->out_nrm = r->out_tw = r->out_sw = r->out_state = -1;
     int rc;
     const char *fv = df_st_meta(st, "format_version");
     if (fv && strcmp(fv, "1") != 0)
@@ -460,6 +461,19 @@ static int rt_load(df_model_t *m, const df_st_t *st, const char *params,
         if ((rc = df__model_add_input(m, "markers", 2, shp, 1, r->rest)))
             return E_(rc, "cannot add input 'markers': %s", df_strerror(rc));
     }
+    if (r->K > 0 && r->bounds != DF_RT_NONE) {
+        /* a sequence's state: the previous frame's solved weights and the
+         * start the bounded solve takes (1 their sets, 0 the signs of the
+         * unconstrained solution); -1: no previous frame */
+        float *none = malloc((size_t)(r->Ms + 1) * sizeof(float));
+        if (!none) return E_(DF_ENOMEM, "out of memory");
+        for (int64_t i = 0; i <= r->Ms; i++) none[i] = -1.0f;
+        shp[0] = r->Ms + 1;
+        r->in_state = m->n_inputs;
+        rc = df__model_add_input(m, "state", 1, shp, 1, none);
+        free(none);
+        if (rc) return E_(rc, "cannot add input 'state': %s", df_strerror(rc));
+    }
     shp[0] = r->N;
     shp[1] = 3;
     r->out_pos = m->n_outputs;
@@ -472,6 +486,11 @@ static int rt_load(df_model_t *m, const df_st_t *st, const char *params,
     shp[0] = r->Ms;
     r->out_sw = m->n_outputs;
     if ((rc = df__model_add_output(m, "solved_weights", 1, shp))) return E_(rc, "output");
+    if (r->in_state >= 0) {
+        shp[0] = r->Ms + 1;
+        r->out_state = m->n_outputs;
+        if ((rc = df__model_add_output(m, "state", 1, shp))) return E_(rc, "output");
+    }
     return DF_OK;
 }
 
@@ -489,13 +508,31 @@ static size_t rt_scratch_bytes(const df_model_t *m, int n)
     size_t db = r->K ? df__rt_bvls_work(r->Ms) + df__rt_pdas_work(r->Ms) + 2 * Ms + 32 : 0;
     size_t ptr = 3 * B + 8;
     return (al16(df_kind_rigged.scratch_bytes(r->target, n)) + 64) + fl * sizeof(float) +
-           db * sizeof(double) + ptr * sizeof(void *) + B * sizeof(int32_t) + B * Ms + Ms + 256;
+           db * sizeof(double) + ptr * sizeof(void *) + B * sizeof(int32_t) + 2 * B * Ms + B +
+           Ms + 256;
 }
 
 static const float *pose_in(const df_batch_t *b, int idx, int p)
 {
     if (idx < 0 || !b->in[idx]) return NULL;
     return b->in[idx][p];
+}
+
+/* a marker pose's state when it holds a previous frame (none of its
+ * weights negative; the default -1 is none), else NULL */
+static const float *prev_state(const df__rt_t *r, const df_batch_t *b, int p)
+{
+    const float *sv = pose_in(b, r->in_state, p);
+    for (int64_t i = 0; sv && i < r->Ms; i++)
+        if (!(sv[i] >= 0.0f)) return NULL;
+    return sv;
+}
+
+/* the bounded solve's sets of weights w */
+static void prev_sets(const float *w, int64_t Ms, float hi, uint8_t *sets)
+{
+    for (int64_t i = 0; i < Ms; i++)
+        sets[i] = w[i] <= 0.0f ? DF_RT_AT_LO : w[i] >= hi ? DF_RT_AT_HI : DF_RT_FREE;
 }
 
 static int check_finite(const float *x, int64_t n, int p, const char *name, df_error_t *err)
@@ -555,6 +592,8 @@ static int rt_evaluate(const df_model_t *m, const df_batch_t *b, void *scratch,
     int32_t *mk = (int32_t *)(pnrm + B); /* pose index of each marker pose */
     uint8_t *sets = (uint8_t *)(mk + B);  /* [nm, Ms] active sets */
     uint8_t *sets0 = sets + (size_t)B * Ms; /* [Ms] a pose's starting sets */
+    uint8_t *cold = sets0 + Ms;              /* [nm, Ms] the signs' sets */
+    uint8_t *next = cold + (size_t)B * Ms;   /* [nm] the start each sequence takes next */
 
     /* 1. validate every pose before anything is written */
     int nm = 0;
@@ -564,6 +603,8 @@ static int rt_evaluate(const df_model_t *m, const df_batch_t *b, void *scratch,
             return E_(DF_EINVAL, "pose %d: give either 'source_weights' or 'markers', not "
                                  "both", p);
         if (w && (rc = check_finite(w, Ms, p, "source_weights", err))) return rc;
+        const float *sv = pose_in(b, r->in_state, p);
+        if (sv && (rc = check_finite(sv, Ms + 1, p, "state", err))) return rc;
         if (x) {
             if ((rc = check_finite(x, K3, p, "markers", err))) return rc;
             if (df__rt_degenerate(x, r->rigid_w, K))
@@ -610,6 +651,19 @@ static int rt_evaluate(const df_model_t *m, const df_batch_t *b, void *scratch,
                 /* AT_LO 0, AT_HI 1, FREE 2 */
                 sets[i] = (uint8_t)(2 - 2 * lo - (up & !lo));
             }
+            /* a sequence's previous frame (state: its solved weights, then
+             * which start to take): with clean markers its sets are a
+             * change or two from this frame's, where the signs above are
+             * ~20; with noisy ones the weak controls flip from frame to
+             * frame and the signs are the better start. Each frame
+             * compares both starts with its own final sets and the state
+             * says which to take next (below). */
+            const float hi = unit ? 1.0f : INFINITY;
+            memcpy(cold, sets, (size_t)Ms * nm);
+            for (int q = 0; q < nm; q++) {
+                const float *sv = prev_state(r, b, mk[q]);
+                if (sv && sv[Ms] > 0.5f) prev_sets(sv, Ms, hi, sets + (size_t)q * Ms);
+            }
         }
         for (int q = 0; q < nm; q++) {
             for (int64_t i = 0; i < Ms; i++) bw[i] = RHS[(size_t)q * Ms + i];
@@ -636,6 +690,23 @@ static int rt_evaluate(const df_model_t *m, const df_batch_t *b, void *scratch,
     }
     for (int q = 0; q < nm; q++)
         memcpy(Ws + (size_t)mk[q] * Ms, Wm + (size_t)q * Ms, (size_t)Ms * sizeof(float));
+    /* the start each sequence takes next: the previous frame's sets when
+     * they were nearer this frame's final sets than the signs were (a
+     * sequence's first frame: try them) */
+    if (r->out_state >= 0 && b->out[r->out_state] && nm > 0 && r->bounds != DF_RT_NONE) {
+        const float hi = r->bounds == DF_RT_UNIT ? 1.0f : INFINITY;
+        for (int q = 0; q < nm; q++) {
+            const float *sv = prev_state(r, b, mk[q]);
+            const uint8_t *sq = sets + (size_t)q * Ms, *cq = cold + (size_t)q * Ms;
+            int64_t nc = 0, nw = 0;
+            for (int64_t i = 0; i < Ms; i++) nc += sq[i] != cq[i];
+            if (sv) {
+                prev_sets(sv, Ms, hi, sets0);
+                for (int64_t i = 0; i < Ms; i++) nw += sq[i] != sets0[i];
+            }
+            next[q] = !sv || nw < nc;
+        }
+    }
 
     /* 3. target weights: one GEMM for the batch. E is [Mt,Ms] row-major,
      * i.e. column-major Ms x Mt: W_t = E' (col-major) W_s */
@@ -648,6 +719,15 @@ static int rt_evaluate(const df_model_t *m, const df_batch_t *b, void *scratch,
             memcpy(b->out[r->out_tw][p], Wt + (size_t)p * Mt, (size_t)Mt * sizeof(float));
         if (b->out[r->out_sw])
             memcpy(b->out[r->out_sw][p], Ws + (size_t)p * Ms, (size_t)Ms * sizeof(float));
+        if (r->out_state >= 0 && b->out[r->out_state]) { /* -1: no solve to start from */
+            float *o = b->out[r->out_state][p];
+            for (int64_t i = 0; i <= Ms; i++) o[i] = -1.0f;
+        }
+    }
+    for (int q = 0; r->out_state >= 0 && b->out[r->out_state] && q < nm; q++) {
+        float *o = b->out[r->out_state][mk[q]];
+        memcpy(o, Ws + (size_t)mk[q] * Ms, (size_t)Ms * sizeof(float));
+        o[Ms] = next[q] ? 1.0f : 0.0f;
     }
 
     /* 4. the target's vertices through the rigged kind's kernel */

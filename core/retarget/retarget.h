@@ -53,8 +53,8 @@ typedef struct df__rt {
     int clamp;           /* 1: target weights clamped to [0,1] */
     int iters;           /* alignment / solve rounds (1..10, default 1) */
     /* input / output indices (-1: absent) */
-    int in_w, in_mk;
-    int out_pos, out_nrm, out_tw, out_sw;
+    int in_w, in_mk, in_state;
+    int out_pos, out_nrm, out_tw, out_sw, out_state;
     int tgt_in_w;        /* the target's `weights` input */
     int tgt_out_pos, tgt_out_nrm; /* the target's outputs */
 } df__rt_t;

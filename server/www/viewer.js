@@ -293,7 +293,7 @@ async function select(name) {
     $('clip').value = st.clip;
     syncTimeUI();
     charInfo();
-    $('dampbox').hidden = !hasState(meta);
+    $('dampbox').hidden = !dampable(meta);
     st.refit = 'character';
     const q = new URLSearchParams(location.search);
     q.set('character', name);
@@ -617,8 +617,14 @@ function hasState(meta) {
   const o = (meta.outputs || []).find((x) => x.name === 'state');
   return !!(i && o && JSON.stringify(i.shape) === JSON.stringify(o.shape));
 }
+// A retarget model's state only starts its marker solve (the answer is the
+// same without it) and the page drives it by source weights: no checkbox.
+function dampable(meta) {
+  const p = meta.parameters || {};
+  return hasState(meta) && p.kind !== 'retarget';
+}
 function carriedState() {
-  if (!st.damping || !hasState(st.meta)) return null;
+  if (!st.damping || !dampable(st.meta)) return null;
   return st.carried ? { inputs: { state: { shape: [st.carried.length], data: st.carried } }, output: 'state' } : { inputs: {}, output: 'state' };
 }
 

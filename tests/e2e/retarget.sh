@@ -221,6 +221,28 @@ if ok_bin:
     ok_bin = float(np.abs(got - tw[3]).max()) <= TW
 check("http-binary-markers", ok_bin, "status %s %s" % (st, b[:300]))
 
+# a sequence of marker frames: each frame starts its bounded solve from the
+# state the frame before returned (the daemon carries it); the answers are
+# the offline ones, the state is [solved weights, the start to take]
+ok_seq, detail = True, ""
+for p in range(8):
+    params = {"sequence_id": 41}
+    if p == 0: params["sequence_start"] = True
+    if p == 7: params["sequence_end"] = True
+    st, b = post("/v2/models/t1/infer", json.dumps({
+        "inputs": [{"name": "markers", "shape": [68, 3], "datatype": "FP32", "data": X[p].ravel().tolist()}],
+        "outputs": [{"name": n} for n in ("positions", "solved_weights", "state")],
+        "parameters": params}).encode())
+    if st != 200:
+        ok_seq, detail = False, "frame %d: status %s %s" % (p, st, b[:300]); break
+    a = {o["name"]: np.array(o["data"], np.float64) for o in json.loads(b)["outputs"]}
+    dp = float(np.abs(a["positions"].reshape(-1, 3) - pos[p]).max())
+    if dp > TP or a["state"].shape != (56,) or float(np.abs(a["state"][:55] - a["solved_weights"]).max()) != 0 \
+            or a["state"][55] not in (0.0, 1.0):
+        ok_seq, detail = False, "frame %d: positions %g, state %s" % (p, dp, a["state"][50:]); break
+check("http-sequence-markers-equal-offline", ok_seq, detail)
+check("metadata-state", ins.get("state") == [-1, 56] and "state" in outs, meta)
+
 # bad input: a clear 4xx naming the problem, and the daemon keeps serving
 def refused(name, inputs, needle, body=None, headers=None):
     if body is None:

@@ -7,6 +7,8 @@
  *    unknowns always free, or without them);
  *  - bounds none / nonneg from the config parameters;
  *  - a mixed batch equals its poses one by one;
+ *  - a sequence's state (previous weights, the start to take) changes
+ *    nothing but the solve's start: the answers equal those without it;
  * and every malformed file and bad pose refused with a message naming it.
  */
 #include "dftest.h"
@@ -359,6 +361,100 @@ static void test_markers_noisy(void)
     }
 }
 
+/* one marker pose with a sequence's state in and out */
+static int eval_state(df_model_t *m, const float *x, const float *st_in, float *st_out, float *sw,
+                      df_error_t *err)
+{
+    df_scratch_t *s = df_scratch_new();
+    const float *px[1] = {x}, *ps[1] = {st_in};
+    float *po[1] = {st_out}, *pw[1] = {sw};
+    df_batch_t b;
+    memset(&b, 0, sizeof b);
+    b.n = 1;
+    b.in[df_model_find_input(m, "markers")] = px;
+    if (st_in) b.in[df_model_find_input(m, "state")] = ps;
+    if (st_out) b.out[df_model_find_output(m, "state")] = po;
+    b.out[df_model_find_output(m, "solved_weights")] = pw;
+    int rc = df_model_evaluate(m, &b, s, err);
+    df_scratch_free(&s);
+    return rc;
+}
+
+/* a sequence's state: the previous frame's weights and the start to take;
+ * whichever start the solve takes, the answer is the one without state */
+static void test_sequence_state(void)
+{
+    static const char *const params[] = {NULL, "{\"bounds\": \"nonneg\"}"};
+    for (size_t v = 0; v < 2; v++) {
+        df_model_t *m = open_model(params[v]);
+        if (!m) return;
+        int is = df_model_find_input(m, "state"), os = df_model_find_output(m, "state");
+        DF_CHECK(is >= 0 && os >= 0);
+        if (is < 0 || os < 0) return;
+        DF_CHECK(df_model_input(m, is)->shape[0] == MS + 1 && df_model_input(m, is)->optional);
+        DF_CHECK(df_model_output(m, os)->shape[0] == MS + 1);
+        const float *def = df_model_input_default(m, is);
+        for (int i = 0; i <= MS; i++) DF_CHECK(def[i] == -1.0f);
+        float st[2][MS + 1];
+        for (int i = 0; i <= MS; i++) st[0][i] = -1.0f;
+        double maxd = 0;
+        int flags[2] = {0, 0};
+        for (int f = 0; f < 60; f++) {
+            /* smooth weights, some at the bounds; clean markers, then noisy */
+            double w[MS], R[9], t[3];
+            for (int j = 0; j < MS; j++) {
+                double a = sin(0.15 * f + 1.3 * j) * (j % 3 == 0 ? 1.6 : 0.8);
+                w[j] = a < 0 ? 0 : a > 1 ? 1 : a;
+            }
+            random_rigid(R, t);
+            float x[K * 3], sw[MS], sc[MS];
+            make_markers(w, R, t, f < 30 ? 0.0 : 0.4, x, NULL);
+            float *in = st[f & 1], *out = st[~f & 1];
+            df_error_t err = {0};
+            int rc = eval_state(m, x, in, out, sw, &err);
+            DF_CHECK_MSG(rc == 0, "frame %d: %s", f, err.msg);
+            rc = eval_state(m, x, NULL, NULL, sc, &err); /* no state: the signs' start */
+            DF_CHECK_MSG(rc == 0, "%s", err.msg);
+            for (int j = 0; j < MS; j++) {
+                maxd = fmax(maxd, fabs(sw[j] - sc[j]));
+                DF_CHECK(out[j] == sw[j]); /* the state carries the solved weights */
+            }
+            DF_CHECK_MSG(out[MS] == 0.0f || out[MS] == 1.0f, "frame %d: start %g", f, out[MS]);
+            if (f == 0) DF_CHECK(out[MS] == 1.0f); /* a first frame: try the sets next */
+            flags[out[MS] == 1.0f]++;
+            /* both starts forced, and a state with a negative weight (none) */
+            float forced[MS + 1], sf[MS];
+            memcpy(forced, in, sizeof forced);
+            for (int k = 0; k < 3 && f > 0; k++) {
+                forced[MS] = k == 0 ? 0.0f : 1.0f;
+                if (k == 2) forced[1] = -0.5f;
+                DF_CHECK(eval_state(m, x, forced, NULL, sf, &err) == 0);
+                for (int j = 0; j < MS; j++) maxd = fmax(maxd, fabs(sf[j] - sc[j]));
+            }
+        }
+        /* the bounded optimum is unique: the starts differ in the rounds
+         * only (the answers in float rounding, 1e-3 of weights of order 1) */
+        DF_CHECK_MSG(maxd < 1e-4, "variant %zu: max |w(state) - w(no state)| = %g", v, maxd);
+        DF_CHECK(flags[1] > 0); /* the previous frame's sets were taken */
+        /* a non-finite state is refused, naming it */
+        float bad[MS + 1], x[K * 3], sw[MS];
+        double w0[MS] = {0}, R[9], t[3];
+        random_rigid(R, t);
+        make_markers(w0, R, t, 0, x, NULL);
+        for (int i = 0; i <= MS; i++) bad[i] = 0.5f;
+        bad[MS] = NAN;
+        df_error_t err = {0};
+        DF_CHECK(eval_state(m, x, bad, NULL, sw, &err) == DF_EINVAL);
+        DF_CHECK_MSG(strstr(err.msg, "'state' element 6"), "%s", err.msg);
+        df_model_unref(&m);
+    }
+    /* plain least squares has no sets: no state */
+    df_model_t *m = open_model("{\"bounds\": \"none\"}");
+    if (!m) return;
+    DF_CHECK(df_model_find_input(m, "state") < 0 && df_model_find_output(m, "state") < 0);
+    df_model_unref(&m);
+}
+
 static void test_batch_consistency(void)
 {
     df_model_t *m = open_model(NULL);
@@ -517,6 +613,7 @@ int main(void)
     DF_RUN(test_source_weights);
     DF_RUN(test_markers_exact);
     DF_RUN(test_markers_noisy);
+    DF_RUN(test_sequence_state);
     DF_RUN(test_batch_consistency);
     DF_RUN(test_bad_models);
     DF_RUN(test_bad_poses);
