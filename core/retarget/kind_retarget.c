@@ -78,7 +78,9 @@ static float *dup_tensor(const df_tensor_t *t)
 }
 
 /* metadata key or config parameter (params wins): bounds, clamp_target,
- * align_iterations, marker_lambda (file only). */
+ * align_iterations, marker_lambda (the file's is absolute; the parameters'
+ * is relative to the mean of diag(A'A), as `deform retarget build
+ * --marker-lambda`). */
 static int parse_choice(const char *v, const char *key, const char *const *opts,
                         int nopt, int code, int *out, df_error_t *err)
 {
@@ -118,6 +120,7 @@ static int read_options(df__rt_t *r, const df_st_t *st, const char *params,
     r->iters = 1;
     r->rigid_fix = 1;
     r->lambda = 0.0;
+    r->lambda_rel = -1.0;
     if ((s = df_st_meta(st, "rigid_correction"))) {
         if ((rc = parse_choice(s, "metadata 'rigid_correction'", rigid_opts, 2, DF_EFORMAT, &v, err)))
             return rc;
@@ -180,9 +183,18 @@ static int read_options(df__rt_t *r, const df_st_t *st, const char *params,
                 break;
             }
             r->iters = (int)n;
+        } else if (!strcmp(key, "marker_lambda")) {
+            double l = json_number_value(val);
+            if (!json_is_number(val) || !isfinite(l) || l < 0 || l > 1e6) {
+                rc = E_(DF_EINVAL, "parameters: 'marker_lambda' must be a number 0..1e6 (x the "
+                                   "mean of diag(A'A), as deform retarget build's)");
+                break;
+            }
+            r->lambda_rel = l;
         } else {
             rc = E_(DF_EINVAL, "parameters: unknown key '%s' (retarget takes bounds, "
-                               "clamp_target, rigid_correction, align_iterations)", key);
+                               "clamp_target, rigid_correction, align_iterations, "
+                               "marker_lambda)", key);
             break;
         }
     }
@@ -306,6 +318,12 @@ static int load_markers(df__rt_t *r, const df_st_t *st, const char *const *src_n
             }
         }
         free(Jm);
+    }
+    /* parameters' marker_lambda: relative to mean diag(A'A), as the build's */
+    if (r->lambda_rel >= 0) {
+        double tr = 0;
+        for (int64_t k = 0; k < m * n3; k++) tr += (double)r->A[k] * r->A[k];
+        r->lambda = r->lambda_rel * tr / (double)m;
     }
     /* Gram matrix G = At'At + lambda I, checked positive definite */
     r->G = malloc((size_t)(m * m) * sizeof(double));

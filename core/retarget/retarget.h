@@ -46,6 +46,7 @@ typedef struct df__rt {
                           * at the rest markers projected out (the right-hand
                           * sides use it), or A itself */
     double lambda;
+    double lambda_rel;   /* parameters' marker_lambda (x mean diag A'A), or -1 */
     double *tol;         /* [Ms] KKT tolerances of the bounded solve:
                           * 1e-5 x marker extent x sqrt(G_ii) */
     int rigid_fix;       /* 1: solve for a small rigid correction too */

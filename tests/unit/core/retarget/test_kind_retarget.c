@@ -58,6 +58,7 @@ static void make_data(void)
 typedef struct knobs {
     int no_source_names, dup_name, bad_E_shape, deltas_without_rest, dup_marker, collinear,
         dead_control, bad_bounds, no_target_morphs, no_markers, marker_lambda_zero;
+    double lambda_abs; /* > 0: metadata marker_lambda */
 } knobs_t;
 
 static void write_model(const char *path, const knobs_t *k)
@@ -77,7 +78,9 @@ static void write_model(const char *path, const knobs_t *k)
         df_st_writer_meta(w, "source_names", k->dup_name ? "[\"s0\",\"s1\",\"s2\",\"s1\",\"s4\",\"s5\"]"
                                                          : "[\"s0\",\"s1\",\"s2\",\"s3\",\"s4\",\"s5\"]");
     if (k->bad_bounds) df_st_writer_meta(w, "bounds", "positive");
-    df_st_writer_meta(w, "marker_lambda", k->marker_lambda_zero ? "0" : "0");
+    char lam[64];
+    snprintf(lam, sizeof lam, "%.17g", k->lambda_abs);
+    df_st_writer_meta(w, "marker_lambda", k->marker_lambda_zero ? "0" : lam);
     float E2[MT * MS];
     memcpy(E2, E, sizeof E2);
     df_st_writer_add(w, "retarget/E", DF_DT_F32, 2, se, E2);
@@ -455,6 +458,51 @@ static void test_sequence_state(void)
     df_model_unref(&m);
 }
 
+/* parameters' marker_lambda (x mean diag A'A) equals a file carrying the
+ * same absolute lambda, and changes the answer of noisy markers */
+static void test_marker_lambda_param(void)
+{
+    double tr = 0;
+    for (int i = 0; i < MS * K * 3; i++) tr += (double)A[i] * A[i];
+    knobs_t k;
+    memset(&k, 0, sizeof k);
+    k.lambda_abs = 0.5 * tr / MS;
+    char path[320];
+    snprintf(path, sizeof path, "%s/lambda.safetensors", dir);
+    write_model(path, &k);
+    df_model_t *mf = NULL, *mp = open_model("{\"marker_lambda\": 0.5}"), *m0 = open_model(NULL);
+    df_error_t err = {0};
+    DF_CHECK_MSG(df_model_open(path, "retarget", NULL, NULL, &mf, &err) == 0, "%s", err.msg);
+    if (!mf || !mp || !m0) return;
+    double same = 0, moved = 0;
+    for (int trial = 0; trial < 10; trial++) {
+        double w[MS] = {0}, R[9], t[3];
+        for (int j = 0; j < 3; j++) w[(int)(urand() * MS)] = 0.2 + 0.7 * urand();
+        random_rigid(R, t);
+        float x[K * 3], sf[MS], sp[MS], s0[MS];
+        make_markers(w, R, t, 0.3, x, NULL);
+        DF_CHECK(eval1(mf, NULL, x, NULL, NULL, NULL, sf, &err) == 0);
+        DF_CHECK(eval1(mp, NULL, x, NULL, NULL, NULL, sp, &err) == 0);
+        DF_CHECK(eval1(m0, NULL, x, NULL, NULL, NULL, s0, &err) == 0);
+        for (int j = 0; j < MS; j++) {
+            same = fmax(same, fabs(sf[j] - sp[j]));
+            moved = fmax(moved, fabs(sf[j] - s0[j]));
+        }
+    }
+    DF_CHECK_MSG(same < 1e-5, "parameters vs file: %g", same);
+    DF_CHECK_MSG(moved > 1e-2, "lambda changed nothing: %g", moved);
+    df_model_unref(&mf);
+    df_model_unref(&mp);
+    df_model_unref(&m0);
+    static const char *const bad[] = {"{\"marker_lambda\": -1}", "{\"marker_lambda\": \"big\"}"};
+    for (int i = 0; i < 2; i++) {
+        df_model_t *mb = NULL;
+        DF_CHECK(df_model_open(good, "retarget", bad[i], NULL, &mb, &err) == DF_EINVAL);
+        DF_CHECK_MSG(strstr(err.msg, "marker_lambda"), "%s", err.msg);
+        df_model_unref(&mb);
+    }
+}
+
 static void test_batch_consistency(void)
 {
     df_model_t *m = open_model(NULL);
@@ -614,6 +662,7 @@ int main(void)
     DF_RUN(test_markers_exact);
     DF_RUN(test_markers_noisy);
     DF_RUN(test_sequence_state);
+    DF_RUN(test_marker_lambda_param);
     DF_RUN(test_batch_consistency);
     DF_RUN(test_bad_models);
     DF_RUN(test_bad_poses);
