@@ -2,7 +2,7 @@
  * model beside its target's own rigged evaluation, in one run.
  *
  *   build/bench/bench_retarget RETARGET.safetensors TARGET.safetensors
- *       MARKERS.npy [--batch B] [--seconds S]
+ *       MARKERS.npy [--batch B] [--seconds S] [--params JSON]
  *
  * One OpenBLAS thread (the daemon's setting). For the same poses at batch B
  * (default 64), through df_model_evaluate (the served path), in alternation
@@ -131,14 +131,16 @@ int main(int argc, char **argv)
 {
     if (argc < 4) {
         fprintf(stderr, "usage: bench_retarget RETARGET.safetensors TARGET.safetensors "
-                        "MARKERS.npy [--batch B] [--seconds S]\n");
+                        "MARKERS.npy [--batch B] [--seconds S] [--params JSON]\n");
         return 2;
     }
     int B = 64;
     double seconds = 0.4;
+    const char *params = NULL;
     for (int i = 4; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--batch")) B = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--seconds")) seconds = atof(argv[i + 1]);
+        else if (!strcmp(argv[i], "--params")) params = argv[i + 1];
     }
     if (B < 1 || B > 4096 || !(seconds > 0)) {
         fprintf(stderr, "bench_retarget: bad --batch or --seconds\n");
@@ -147,7 +149,7 @@ int main(int argc, char **argv)
     openblas_set_num_threads(1);
     df_error_t err = {0};
     df_model_t *rt = NULL, *tg = NULL;
-    if (df_model_open(argv[1], "retarget", NULL, NULL, &rt, &err) ||
+    if (df_model_open(argv[1], "retarget", params, NULL, &rt, &err) ||
         df_model_open(argv[2], "rigged", NULL, NULL, &tg, &err)) {
         fprintf(stderr, "bench_retarget: %s\n", err.msg);
         return 1;
@@ -226,8 +228,9 @@ int main(int argc, char **argv)
     for (int r = 0; r < 5; r++)
         for (int i = 0; i < NV; i++) run(&v[i], B, F, pos, tw, N3, Mt, seconds, scr);
     printf("retarget bench: %lld target vertices, %lld source controls, %lld target shapes, "
-           "%lld markers, batch %d, 1 thread, %lld frames cycled, best of 5 x %.1f s CPU\n",
-           (long long)N, (long long)Ms, (long long)Mt, (long long)K, B, (long long)F, seconds);
+           "%lld markers, batch %d, 1 thread, %lld frames cycled, best of 5 x %.1f s CPU%s%s\n",
+           (long long)N, (long long)Ms, (long long)Mt, (long long)K, B, (long long)F, seconds,
+           params ? ", parameters " : "", params ? params : "");
     printf("  %-36s %10s %9s | CPU us/pose of each batch: %6s %6s %6s %6s\n", "", "poses/s",
            "us/pose", "p10", "p50", "p90", "p99");
     for (int i = 0; i < NV; i++) {
