@@ -3,7 +3,7 @@
 
     tools/retarget/grid.py --out docs/retarget_grid.png [--work DIR] [--bin bin]
                            [--data tests/data/ict] [--rows 4] [--noise 1]
-                           [--blender blender] [--size 220]
+                           [--blender blender] [--size 180]
 
 DESIGN
 Builds what it shows from the committed reduced ICT copy into --work (default
@@ -68,7 +68,7 @@ def main():
     ap.add_argument("--noise", type=float, default=1.0, choices=make_data.NOISE_MM)
     ap.add_argument("--scale", type=float, default=3.0, help="mm shown fully red")
     ap.add_argument("--blender", default=os.environ.get("BLENDER", "blender"))
-    ap.add_argument("--size", type=int, default=220)
+    ap.add_argument("--size", type=int, default=180)
     a = ap.parse_args()
     if not 1 <= a.rows <= 12:
         sys.exit("grid.py: --rows must be 1..12")

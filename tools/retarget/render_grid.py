@@ -1,7 +1,7 @@
 # render_grid.py — a grid of faces rendered headless (Workbench, orthographic,
 # front view), for tools/retarget/grid.py.
 #
-#   blender -b --factory-startup --python tools/retarget/render_grid.py -- SCENE.npz OUT.png [--size 220]
+#   blender -b --factory-startup --python tools/retarget/render_grid.py -- SCENE.npz OUT.png [--size 180]
 #
 # SCENE.npz: cols; scale (mm shown fully red); tri0, tri1 [T,3] triangle
 # lists; which [K] (cell k uses tri<which[k]>); v<k> [N,3] the vertices of
@@ -22,9 +22,9 @@ def args():
 def main():
     a = args()
     if len(a) < 2:
-        sys.exit('usage: render_grid.py -- SCENE.npz OUT.png [--size 220]')
+        sys.exit('usage: render_grid.py -- SCENE.npz OUT.png [--size 180]')
     z = np.load(a[0])
-    size = int(a[a.index('--size') + 1]) if '--size' in a else 220
+    size = int(a[a.index('--size') + 1]) if '--size' in a else 180
     cols = int(z['cols'])
     scale = float(z['scale'])
     which = z['which']
@@ -88,6 +88,8 @@ def main():
     sc.display.shading.color_type = 'VERTEX'
     sc.render.resolution_percentage = 100
     sc.render.image_settings.file_format = 'PNG'
+    sc.render.image_settings.color_mode = 'RGB'
+    sc.render.image_settings.compression = 100
     sc.world = bpy.data.worlds.new('World')
     sc.world.color = (1.0, 1.0, 1.0)
     cam = bpy.data.objects.new('Cam', bpy.data.cameras.new('Cam'))
