@@ -148,11 +148,20 @@ typedef enum df__rt_transfer {
  * t->nv, 3] deltas. lm_s, lm_t: L corresponding landmark vertex indices.
  * local_frames (expression cloning): turn and scale each displacement from
  * the source's local frame into the target's (Noh & Neumann), or not.
+ * refine: rounds of the correspondence's refinement (df__rt_correspond).
  * Errors: landmarks out of range, coincident, or not spanning 3D (the warp
  * would be undetermined); CHOLMOD failures. */
 int df__rt_transfer(const df__rt_mesh_t *s, const df__rt_mesh_t *t, const int32_t *lm_s,
                     const int32_t *lm_t, int64_t L, df__rt_transfer_t method, int local_frames,
-                    float *out, df_error_t *err);
+                    int refine, float *out, df_error_t *err);
+/* The dense correspondence of df__rt_transfer: each target vertex's closest
+ * point on the source warped through the landmarks, after up to `refine`
+ * rounds of sliding semilandmarks (0: the landmark warp alone).
+ * tri_out [t->nv], bary_out [t->nv,3] OUT: a source triangle and
+ * barycentric coordinates; *rounds OUT (or NULL): the rounds done. */
+int df__rt_correspond(const df__rt_mesh_t *s, const df__rt_mesh_t *t, const int32_t *lm_s,
+                      const int32_t *lm_t, int64_t L, int refine, int32_t *tri_out,
+                      float *bary_out, int *rounds, df_error_t *err);
 /* RBF warp (phi(r) = r plus affine) through L landmark pairs: coef
  * [(L+4),3] OUT. */
 int df__rt_rbf_fit(const float *src, const float *dst, int64_t L, double *coef,

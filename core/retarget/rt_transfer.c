@@ -8,13 +8,19 @@
  * DESIGN
  *  - Correspondence: a radial-basis warp of the source onto the target
  *    through the landmark pairs (phi(r) = r, the 3D biharmonic kernel, plus
- *    an affine part; dense LU in double), then every target vertex's closest
- *    point on the warped source surface (triangles around its 12 nearest
- *    warped vertices): a source triangle and barycentric coordinates.
+ *    an affine part; dense LU in double), refined by sliding semilandmarks
+ *    (`refine` rounds, see correspond()): up to 400 source vertices spread
+ *    over the surface get images on the target's surface, slid along it
+ *    (and the target landmarks within half an edge of their vertices) to
+ *    where the warp through all of them bends least; the warp through the
+ *    final images replaces the landmarks' one. Then every target vertex's
+ *    closest point on the warped source surface (triangles around its 12
+ *    nearest warped vertices, facing within 60 degrees): a source triangle
+ *    and barycentric coordinates.
  *  - Expression cloning: the source displacement at that point, turned by
  *    the rotation taking the source's surface normal onto the target
  *    vertex's normal and scaled by the warp's local scale (cube root of its
- *    Jacobian's determinant). Both normals are taken at the target's
+ *    Jacobian's determinant, the final warp's). Both normals are taken at the target's
  *    resolution: the source's is the area-weighted normal of the target's
  *    1-ring with its vertices moved to their corresponding source points
  *    (the source surface sampled like the target), the target's the same
@@ -101,8 +107,10 @@ static int lu_solve(double *A, int64_t n, double *B, int64_t nrhs)
     return 0;
 }
 
-int df__rt_rbf_fit(const float *src, const float *dst, int64_t L, double *coef,
-                   df_error_t *err)
+/* the warp through n centres (the first L the landmarks, checked for
+ * coincident pairs; the others distinct source vertices), interpolating */
+static int rbf_fit_n(const float *src, const float *dst, int64_t L, int64_t n, double *coef,
+                     df_error_t *err)
 {
     if (L < 4) return E_(DF_EINVAL, "landmarks: %lld pairs (need at least 4)", (long long)L);
     double ext = 0;
@@ -120,28 +128,34 @@ int df__rt_rbf_fit(const float *src, const float *dst, int64_t L, double *coef,
                 return E_(DF_EINVAL, "target landmarks %lld and %lld coincide (duplicated "
                                      "landmark)", (long long)i, (long long)j);
         }
-    int64_t n = L + 4;
-    double *A = calloc((size_t)(n * n), sizeof(double));
+    int64_t m = n + 4;
+    double *A = calloc((size_t)(m * m), sizeof(double));
     if (!A) return E_(DF_ENOMEM, "out of memory");
-    for (int64_t i = 0; i < n * 3; i++) coef[i] = 0;
-    for (int64_t i = 0; i < L; i++) {
+    for (int64_t i = 0; i < m * 3; i++) coef[i] = 0;
+    for (int64_t i = 0; i < n; i++) {
         double a[3];
         fget(src, i, a);
-        for (int64_t j = 0; j < L; j++) {
+        for (int64_t j = 0; j < n; j++) {
             double b[3], e[3];
             fget(src, j, b), sub3(a, b, e);
-            A[i * n + j] = sqrt(dot3(e, e));
+            A[i * m + j] = sqrt(dot3(e, e));
         }
         double P[4] = {1, a[0], a[1], a[2]};
-        for (int k = 0; k < 4; k++) A[i * n + L + k] = A[(L + k) * n + i] = P[k];
+        for (int k = 0; k < 4; k++) A[i * m + n + k] = A[(n + k) * m + i] = P[k];
         for (int d = 0; d < 3; d++) coef[i * 3 + d] = dst[3 * i + d];
     }
-    int rc = lu_solve(A, n, coef, 3);
+    int rc = lu_solve(A, m, coef, 3);
     free(A);
     if (rc)
         return E_(DF_EINVAL, "landmarks: the warp is undetermined (the landmarks are "
                              "collinear or coplanar, or nearly so)");
     return DF_OK;
+}
+
+int df__rt_rbf_fit(const float *src, const float *dst, int64_t L, double *coef,
+                   df_error_t *err)
+{
+    return rbf_fit_n(src, dst, L, L, coef, err);
 }
 
 void df__rt_rbf_eval(const float *src, int64_t L, const double *coef, const double x[3],
@@ -337,34 +351,465 @@ static void rot_between(const double *a, const double *b, double *R)
     for (int i = 0; i < 9; i++) R[i] = (i % 4 == 0) + K[i] + K2[i] * f;
 }
 
+/* ------------------------------------------------------ correspondence */
+
+extern void dgesv_(const int *n, const int *nrhs, double *a, const int *lda, int *ipiv,
+                   double *b, const int *ldb, int *info);
+extern void dposv_(const char *uplo, const int *n, const int *nrhs, double *a, const int *lda,
+                   double *b, const int *ldb, int *info);
+
+/* The refinement (sliding semilandmarks). Samples: source vertices spread
+ * by farthest point sampling from the landmarks (at most this many). A
+ * sample is dropped when its first image on the target faces the other way
+ * (normals more than 60 degrees apart), lands on the target's border while
+ * the sample is inside the source, or lies more than REJECT_MEDIANS times
+ * the median distance away. The rounds stop when the images move by less
+ * than STOP_MOVE of the target's mean edge on average; RIDGE (relative to
+ * the mean diagonal) keeps the slide's system positive definite. */
+enum { REFINE_SAMPLES = 400 };
+#define REJECT_MEDIANS 5.0
+#define STOP_MOVE 0.01
+#define RIDGE 1e-6
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+typedef struct edge_key {
+    uint32_t a, b;
+    int64_t slot; /* 3 * triangle + the corner opposite the edge */
+} edge_key_t;
+
+static int cmp_edge(const void *p, const void *q)
+{
+    const edge_key_t *x = p, *y = q;
+    if (x->a != y->a) return x->a < y->a ? -1 : 1;
+    return (x->b > y->b) - (x->b < y->b);
+}
+
+/* border[3 t + k] = 1 when triangle t's edge opposite corner k belongs to
+ * no other triangle; -1: out of memory */
+static int border_edges(const uint32_t *T, int64_t nt, uint8_t *border)
+{
+    edge_key_t *e = malloc(sizeof *e * (size_t)(3 * nt + 1));
+    if (!e) return -1;
+    for (int64_t t = 0; t < nt; t++)
+        for (int k = 0; k < 3; k++) {
+            uint32_t a = T[3 * t + (k + 1) % 3], b = T[3 * t + (k + 2) % 3];
+            e[3 * t + k] = (edge_key_t){a < b ? a : b, a < b ? b : a, 3 * t + k};
+        }
+    qsort(e, (size_t)(3 * nt), sizeof *e, cmp_edge);
+    for (int64_t i = 0; i < 3 * nt;) {
+        int64_t j = i + 1;
+        while (j < 3 * nt && e[j].a == e[i].a && e[j].b == e[i].b) j++;
+        for (int64_t k = i; k < j; k++) border[e[k].slot] = j - i == 1;
+        i = j;
+    }
+    free(e);
+    return 0;
+}
+
+/* the warp through n centres applied to every source vertex */
+static void warp_all(const df__rt_mesh_t *s, const float *cen, int64_t n, const double *coef,
+                     double *W)
+{
+    for (int64_t v = 0; v < s->nv; v++) {
+        double x[3];
+        fget(s->pos, v, x);
+        df__rt_rbf_eval(cen, n, coef, x, W + 3 * v, NULL);
+    }
+}
+
+/* two unit vectors spanning the plane normal to unit n (zeros when n is
+ * not a unit vector: no direction to slide in) */
+static void tangents(const double *n, double *t1, double *t2)
+{
+    double a[3] = {1, 0, 0};
+    if (!(dot3(n, n) > 0.5)) {
+        memset(t1, 0, 3 * sizeof(double)), memset(t2, 0, 3 * sizeof(double));
+        return;
+    }
+    if (fabs(n[0]) > 0.9) a[0] = 0, a[1] = 1;
+    cross3(n, a, t1);
+    double l = sqrt(dot3(t1, t1));
+    for (int d = 0; d < 3; d++) t1[d] /= l;
+    cross3(n, t1, t2);
+}
+
+/* the closest point p to q on the segments E [ne,2] of V, and the unit
+ * direction of its segment */
+static void closest_on_border(const double *V, const uint32_t *E, int64_t ne, const double *q,
+                              double *p, double *dir)
+{
+    double best = INFINITY;
+    for (int64_t e = 0; e < ne; e++) {
+        const double *a = V + 3 * E[2 * e], *b = V + 3 * E[2 * e + 1];
+        double ab[3], aq[3], x[3], r[3];
+        sub3(b, a, ab), sub3(q, a, aq);
+        double l2 = dot3(ab, ab), u = l2 > 0 ? dot3(aq, ab) / l2 : 0;
+        u = u < 0 ? 0 : u > 1 ? 1 : u;
+        for (int d = 0; d < 3; d++) x[d] = a[d] + u * ab[d];
+        sub3(q, x, r);
+        double d2 = dot3(r, r);
+        if (d2 < best && l2 > 0) {
+            best = d2;
+            memcpy(p, x, sizeof x);
+            for (int d = 0; d < 3; d++) dir[d] = ab[d] / sqrt(l2);
+        }
+    }
+}
+
+/* a point and unit normal on the target from a closest-point answer */
+static void target_point(const double *Pt, const double *Nt, const uint32_t *f, const float *b,
+                         double *y, double *nrm)
+{
+    for (int d = 0; d < 3; d++) {
+        y[d] = b[0] * Pt[3 * f[0] + d] + b[1] * Pt[3 * f[1] + d] + b[2] * Pt[3 * f[2] + d];
+        nrm[d] = b[0] * Nt[3 * f[0] + d] + b[1] * Nt[3 * f[1] + d] + b[2] * Nt[3 * f[2] + d];
+    }
+    double l = sqrt(dot3(nrm, nrm));
+    for (int d = 0; d < 3 && l > 0; d++) nrm[d] /= l;
+}
+
+/* The dense correspondence. cen, dst: [L + REFINE_SAMPLES, 3], the first L
+ * the landmark pairs (IN; lm_t: the target landmarks' vertices); on return the final warp's centres and their
+ * images, *n_out of them, and its coefficients coef [(*n_out + 4), 3].
+ * W [ns,3] OUT: the source warped by it; ctri, cbary OUT: every target
+ * vertex's closest point on W (the answer). Pt, Nt: the target's vertices
+ * and unit normals. *rounds OUT: the rounds of sliding done.
+ *
+ * Sliding semilandmarks (Bookstein 1997; Gunz, Mitteroecker & Bookstein
+ * 2005): the landmark warp alone leaves every point between the landmarks
+ * where its interpolation puts it, off the target's surface and, once
+ * projected, slid along it by millimetres. Source vertices spread over the
+ * surface (the samples) take as images their closest points on the target
+ * (facing the same way); then each round slides every image in its tangent
+ * plane (a sample on the source's border along the target's border) to the
+ * positions whose warp, interpolating the landmarks and all the images,
+ * bends least (the bending energy is a quadratic form of the images: one
+ * linear solve), and puts them back on the surface. The target landmarks
+ * slide too, each within half the mean length of its vertex's edges (a
+ * landmark given as a vertex is known to about that: the true point is
+ * nearer to that vertex than to its neighbours). The warp through the final
+ * images gives the correspondence. */
+static int correspond(const df__rt_mesh_t *s, const df__rt_mesh_t *t, const double *Pt,
+                      const double *Nt, const int32_t *lm_t, float *cen, float *dst, int64_t L,
+                      int refine, int64_t *n_out, double *coef, double *W, int32_t *ctri,
+                      float *cbary, int *rounds, df_error_t *err)
+{
+    int64_t ns = s->nv, nt = t->nv;
+    int rc;
+    *rounds = 0;
+    *n_out = L;
+    if ((rc = df__rt_rbf_fit(cen, dst, L, coef, err))) return rc;
+    warp_all(s, cen, L, coef, W);
+    int64_t K = ns - L < REFINE_SAMPLES ? ns - L : REFINE_SAMPLES, cap = L + K;
+    if (refine <= 0 || K < 1)
+        return df__rt_closest(W, ns, s->tri, s->nt, Pt, Nt, nt, ctri, cbary, err);
+    /* per image (landmarks first, then samples): position Y, normal Nr,
+     * tangents Tg (two; a border image one), kind */
+    enum { SURFACE = 0, BORDER = 1, FIXED = 2 };
+    int64_t *smp = malloc(sizeof(int64_t) * (size_t)cap);
+    double *far = malloc(sizeof(double) * (size_t)ns), *Wn = malloc(sizeof(double) * (size_t)(3 * ns));
+    double *Y = malloc(sizeof(double) * (size_t)(3 * cap)), *Yn = malloc(sizeof(double) * (size_t)(3 * cap));
+    double *Y0 = malloc(sizeof(double) * (size_t)(3 * L)), *lim = malloc(sizeof(double) * (size_t)L);
+    double *Nr = malloc(sizeof(double) * (size_t)(3 * cap)), *Tg = malloc(sizeof(double) * (size_t)(6 * cap));
+    double *dist = malloc(sizeof(double) * (size_t)cap), *med = malloc(sizeof(double) * (size_t)cap);
+    int32_t *qt = malloc(sizeof(int32_t) * (size_t)cap);
+    float *qb = malloc(sizeof(float) * (size_t)(3 * cap));
+    uint8_t *sbs = calloc((size_t)(3 * s->nt) + 1, 1), *tbs = calloc((size_t)(3 * t->nt) + 1, 1);
+    uint8_t *sbv = calloc((size_t)ns, 1), *tbv = calloc((size_t)nt, 1);
+    uint8_t *kind = calloc((size_t)cap, 1), *keep = calloc((size_t)cap, 1);
+    uint32_t *E = malloc(sizeof(uint32_t) * (size_t)(6 * t->nt + 2));
+    double *vl = calloc((size_t)nt + 1, sizeof(double));
+    int64_t *vc = calloc((size_t)nt + 1, sizeof(int64_t));
+    double *S = NULL, *B = NULL, *H = NULL, *g = NULL;
+    int *ipiv = NULL;
+    if (!smp || !far || !Wn || !Y || !Yn || !Y0 || !lim || !Nr || !Tg || !dist || !med || !qt ||
+        !qb || !sbs || !tbs || !sbv || !tbv || !kind || !keep || !E || !vl || !vc ||
+        border_edges(s->tri, s->nt, sbs) || border_edges(t->tri, t->nt, tbs)) {
+        rc = E_(DF_ENOMEM, "out of memory");
+        goto done;
+    }
+    int64_t ne = 0;
+    for (int64_t f = 0; f < s->nt; f++)
+        for (int k = 0; k < 3; k++)
+            if (sbs[3 * f + k]) sbv[s->tri[3 * f + (k + 1) % 3]] = sbv[s->tri[3 * f + (k + 2) % 3]] = 1;
+    for (int64_t f = 0; f < t->nt; f++)
+        for (int k = 0; k < 3; k++)
+            if (tbs[3 * f + k]) {
+                uint32_t a = t->tri[3 * f + (k + 1) % 3], b = t->tri[3 * f + (k + 2) % 3];
+                E[2 * ne] = a, E[2 * ne + 1] = b, ne++;
+                tbv[a] = tbv[b] = 1;
+            }
+    /* the target's mean edge (the stopping rule) and the mean edge at each
+     * landmark (its bound) */
+    double edge = 0;
+    for (int64_t f = 0; f < t->nt; f++)
+        for (int k = 0; k < 3; k++) { /* (each edge seen from both sides) */
+            uint32_t a = t->tri[3 * f + k], b = t->tri[3 * f + (k + 1) % 3];
+            double e[3];
+            sub3(Pt + 3 * a, Pt + 3 * b, e);
+            double l = sqrt(dot3(e, e));
+            edge += l, vl[a] += l, vl[b] += l, vc[a]++, vc[b]++;
+        }
+    edge /= (double)(3 * (t->nt > 0 ? t->nt : 1));
+    for (int64_t i = 0; i < L; i++) {
+        int32_t v = lm_t[i];
+        fget(dst, i, Y0 + 3 * i);
+        memcpy(Y + 3 * i, Y0 + 3 * i, 3 * sizeof(double));
+        memcpy(Nr + 3 * i, Nt + 3 * v, 3 * sizeof(double));
+        lim[i] = vc[v] > 0 ? 0.5 * vl[v] / (double)vc[v] : 0;
+        kind[i] = tbv[v] || !(lim[i] > 0) ? FIXED : SURFACE; /* on the border: held */
+    }
+    /* the samples: source vertices farthest from the landmarks and each
+     * other */
+    for (int64_t v = 0; v < ns; v++) far[v] = INFINITY;
+    for (int64_t i = 0; i < cap; i++) {
+        double x[3];
+        if (i < L) {
+            fget(cen, i, x);
+        } else {
+            int64_t best = 0;
+            for (int64_t v = 1; v < ns; v++)
+                if (far[v] > far[best]) best = v;
+            if (!(far[best] > 0)) { /* every vertex taken */
+                cap = i, K = i - L;
+                break;
+            }
+            smp[i] = best;
+            fget(s->pos, best, x);
+        }
+        for (int64_t v = 0; v < ns; v++) {
+            double p[3], e[3];
+            fget(s->pos, v, p), sub3(p, x, e);
+            far[v] = fmin(far[v], dot3(e, e));
+        }
+    }
+    /* the images: the landmarks' (normals at their points), the samples'
+     * closest points on the target facing the same way as the warped
+     * source there */
+    vertex_normals_d(W, ns, s->tri, s->nt, Wn);
+    for (int64_t i = L; i < cap; i++) {
+        memcpy(Yn + 3 * i, W + 3 * smp[i], 3 * sizeof(double));
+        memcpy(Nr + 3 * i, Wn + 3 * smp[i], 3 * sizeof(double));
+    }
+    if (K < 1) goto project;
+    if ((rc = df__rt_closest(Pt, nt, t->tri, t->nt, Yn + 3 * L, Nr + 3 * L, K, qt + L, qb + 3 * L, err)))
+        goto done;
+    int64_t nk = 0;
+    for (int64_t i = L; i < cap; i++) {
+        double nrm[3], e[3];
+        const uint32_t *f = t->tri + 3 * qt[i];
+        const float *b = qb + 3 * i;
+        if (sbv[smp[i]] && ne > 0) { /* on the source's border: onto the target's */
+            closest_on_border(Pt, E, ne, Yn + 3 * i, Y + 3 * i, nrm);
+            kind[i] = BORDER, keep[i] = 1;
+        } else {
+            double e1[3], e2[3], fn[3];
+            target_point(Pt, Nt, f, b, Y + 3 * i, nrm);
+            sub3(Pt + 3 * f[1], Pt + 3 * f[0], e1), sub3(Pt + 3 * f[2], Pt + 3 * f[0], e2);
+            cross3(e1, e2, fn);
+            double l = sqrt(dot3(fn, fn));
+            kind[i] = SURFACE;
+            keep[i] = l > 0 && dot3(fn, Nr + 3 * i) >= 0.5 * l;
+            for (int k = 0; k < 3; k++)
+                if (tbs[3 * qt[i] + k] && b[k] <= 1e-6f) keep[i] = 0;
+            memcpy(Nr + 3 * i, nrm, sizeof nrm);
+        }
+        sub3(Y + 3 * i, Yn + 3 * i, e);
+        dist[i] = sqrt(dot3(e, e));
+        if (keep[i]) med[nk++] = dist[i];
+    }
+    if (nk == 0) goto project;
+    qsort(med, (size_t)nk, sizeof(double), cmp_double);
+    double cut = REJECT_MEDIANS * med[nk / 2] + 1e-9 * edge;
+    int64_t n = L; /* the kept samples follow the landmarks */
+    for (int64_t i = L; i < cap; i++) {
+        if (!keep[i] || dist[i] > cut) continue;
+        smp[n] = smp[i], kind[n] = kind[i];
+        memcpy(Y + 3 * n, Y + 3 * i, 3 * sizeof(double));
+        memcpy(Nr + 3 * n, Nr + 3 * i, 3 * sizeof(double));
+        n++;
+    }
+    int64_t m = n + 4, n2 = 2 * n;
+    for (int64_t i = L; i < n; i++)
+        for (int d = 0; d < 3; d++) cen[3 * i + d] = s->pos[3 * smp[i] + d];
+    /* the bending energy of the warp interpolating images Z (one column per
+     * coordinate) is -sum_d Z_d' B Z_d, B the n x n block of the inverse of
+     * the interpolation system (phi(r) = r is conditionally negative
+     * definite): B from one LU solve with n right-hand sides */
+    S = calloc((size_t)(m * m), sizeof(double));
+    B = calloc((size_t)(m * n), sizeof(double));
+    H = malloc(sizeof(double) * (size_t)(n2 * n2));
+    g = malloc(sizeof(double) * (size_t)n2);
+    ipiv = malloc(sizeof(int) * (size_t)m);
+    if (!S || !B || !H || !g || !ipiv) {
+        rc = E_(DF_ENOMEM, "out of memory");
+        goto done;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        double a[3];
+        fget(cen, i, a);
+        for (int64_t j = 0; j < n; j++) {
+            double b[3], e[3];
+            fget(cen, j, b), sub3(a, b, e);
+            S[i * m + j] = sqrt(dot3(e, e));
+        }
+        double P[4] = {1, a[0], a[1], a[2]};
+        for (int k = 0; k < 4; k++) S[i * m + n + k] = S[(n + k) * m + i] = P[k];
+        B[i * m + i] = 1; /* column-major m x n identity */
+    }
+    {
+        int mi = (int)m, ni = (int)n, info = 0;
+        dgesv_(&mi, &ni, S, &mi, ipiv, B, &mi, &info);
+        if (info) goto project; /* not expected: the landmarks' system solved */
+    }
+    /* B[i + j m] (i, j < n) is now the block, symmetric */
+    for (int r = 0; r < refine; r++) {
+        for (int64_t i = 0; i < n; i++) {
+            double *T1 = Tg + 6 * i, *T2 = T1 + 3, p[3];
+            if (kind[i] == BORDER) {
+                closest_on_border(Pt, E, ne, Y + 3 * i, p, T1);
+                memset(T2, 0, 3 * sizeof(double));
+            } else if (kind[i] == SURFACE) {
+                tangents(Nr + 3 * i, T1, T2);
+            } else {
+                memset(T1, 0, 6 * sizeof(double));
+            }
+        }
+        /* minimise sum_d Z_d' (-B) Z_d over the slides u: Z_i = Y_i + T_i u_i */
+        double tr = 0;
+        for (int64_t i = 0; i < n; i++)
+            for (int a = 0; a < 2; a++) {
+                const double *Ti = Tg + 6 * i + 3 * a;
+                double gz = 0;
+                for (int64_t j = 0; j < n; j++) gz -= B[i + j * m] * dot3(Ti, Y + 3 * j);
+                g[2 * i + a] = -gz;
+                for (int64_t j = 0; j < n; j++)
+                    for (int c = 0; c < 2; c++)
+                        H[(2 * i + a) * n2 + 2 * j + c] = -B[i + j * m] * dot3(Ti, Tg + 6 * j + 3 * c);
+                tr += H[(2 * i + a) * n2 + 2 * i + a];
+            }
+        tr /= (double)n2;
+        for (int64_t q = 0; q < n2; q++) {
+            const double *Tq = Tg + 3 * q;
+            H[q * n2 + q] += RIDGE * tr;
+            if (!(dot3(Tq, Tq) > 0)) H[q * n2 + q] = 1; /* no such direction */
+        }
+        {
+            int ni = (int)n2, one = 1, info = 0;
+            dposv_("L", &ni, &one, H, &ni, g, &ni, &info);
+            if (info) break; /* keep the last images */
+        }
+        for (int64_t i = 0; i < n; i++) {
+            for (int d = 0; d < 3; d++)
+                Yn[3 * i + d] = Y[3 * i + d] + g[2 * i] * Tg[6 * i + d] + g[2 * i + 1] * Tg[6 * i + 3 + d];
+            if (i < L) { /* a landmark stays within its bound */
+                double e[3];
+                sub3(Yn + 3 * i, Y0 + 3 * i, e);
+                double l = sqrt(dot3(e, e));
+                if (l > lim[i])
+                    for (int d = 0; d < 3; d++) Yn[3 * i + d] = Y0[3 * i + d] + e[d] * lim[i] / l;
+            }
+        }
+        /* back onto the surface (the border), facing as before */
+        if ((rc = df__rt_closest(Pt, nt, t->tri, t->nt, Yn, Nr, n, qt, qb, err))) goto done;
+        double move = 0;
+        for (int64_t i = 0; i < n; i++) {
+            double y[3], nrm[3], e[3];
+            if (kind[i] == FIXED) continue;
+            if (kind[i] == BORDER) {
+                closest_on_border(Pt, E, ne, Yn + 3 * i, y, nrm);
+            } else {
+                target_point(Pt, Nt, t->tri + 3 * qt[i], qb + 3 * i, y, nrm);
+                memcpy(Nr + 3 * i, nrm, sizeof nrm);
+            }
+            sub3(y, Y + 3 * i, e);
+            move += sqrt(dot3(e, e));
+            memcpy(Y + 3 * i, y, sizeof y);
+        }
+        ++*rounds;
+        if (move / (double)n < STOP_MOVE * edge) break;
+    }
+    for (int64_t i = 0; i < n; i++)
+        for (int d = 0; d < 3; d++) dst[3 * i + d] = (float)Y[3 * i + d];
+    if (rbf_fit_n(cen, dst, L, n, coef, err)) { /* two landmarks slid together: */
+        for (int64_t i = 0; i < 3 * L; i++) dst[i] = (float)Y0[i]; /* unslid */
+        if ((rc = rbf_fit_n(cen, dst, L, n, coef, err))) goto done;
+    }
+    *n_out = n;
+    warp_all(s, cen, n, coef, W);
+project:
+    rc = df__rt_closest(W, ns, s->tri, s->nt, Pt, Nt, nt, ctri, cbary, err);
+done:
+    free(smp), free(far), free(Wn), free(Y), free(Yn), free(Y0), free(lim), free(Nr), free(Tg);
+    free(dist), free(med), free(qt), free(qb), free(sbs), free(tbs), free(sbv), free(tbv);
+    free(kind), free(keep), free(E), free(vl), free(vc), free(S), free(B), free(H), free(g), free(ipiv);
+    return rc;
+}
+
+/* the landmarks' positions ls, lt [L,3] OUT; indices out of range refused */
+static int landmarks(const df__rt_mesh_t *s, const df__rt_mesh_t *t, const int32_t *lm_s,
+                     const int32_t *lm_t, int64_t L, float *ls, float *lt, df_error_t *err)
+{
+    for (int64_t i = 0; i < L; i++) {
+        if (lm_s[i] < 0 || lm_s[i] >= s->nv || lm_t[i] < 0 || lm_t[i] >= t->nv)
+            return E_(DF_EINVAL, "landmark %lld: vertex %d / %d out of range (%lld / %lld "
+                                 "vertices)", (long long)i, lm_s[i], lm_t[i], (long long)s->nv,
+                      (long long)t->nv);
+        memcpy(ls + 3 * i, s->pos + 3 * (int64_t)lm_s[i], 3 * sizeof(float));
+        memcpy(lt + 3 * i, t->pos + 3 * (int64_t)lm_t[i], 3 * sizeof(float));
+    }
+    return DF_OK;
+}
+
+int df__rt_correspond(const df__rt_mesh_t *s, const df__rt_mesh_t *t, const int32_t *lm_s,
+                      const int32_t *lm_t, int64_t L, int refine, int32_t *tri_out,
+                      float *bary_out, int *rounds, df_error_t *err)
+{
+    int64_t ns = s->nv, nt = t->nv, cap = L + REFINE_SAMPLES, n;
+    int rc, rd = 0;
+    float *cen = malloc(sizeof(float) * (size_t)(3 * cap)), *dst = malloc(sizeof(float) * (size_t)(3 * cap));
+    double *coef = malloc(sizeof(double) * (size_t)(3 * (cap + 4)));
+    double *W = malloc(sizeof(double) * (size_t)(3 * ns)), *Pt = calloc((size_t)(3 * nt) + 1, sizeof(double));
+    double *Nt = malloc(sizeof(double) * (size_t)(3 * nt));
+    if (!cen || !dst || !coef || !W || !Pt || !Nt) {
+        rc = E_(DF_ENOMEM, "out of memory");
+        goto done;
+    }
+    if ((rc = landmarks(s, t, lm_s, lm_t, L, cen, dst, err))) goto done;
+    for (int64_t v = 0; v < nt; v++) fget(t->pos, v, Pt + 3 * v);
+    vertex_normals(t->pos, nt, t->tri, t->nt, Nt);
+    rc = correspond(s, t, Pt, Nt, lm_t, cen, dst, L, refine, &n, coef, W, tri_out, bary_out, &rd,
+                    err);
+    if (rounds) *rounds = rd;
+done:
+    free(cen), free(dst), free(coef), free(W), free(Pt), free(Nt);
+    return rc;
+}
+
 int df__rt_transfer(const df__rt_mesh_t *s, const df__rt_mesh_t *t, const int32_t *lm_s,
                     const int32_t *lm_t, int64_t L, df__rt_transfer_t method, int local_frames,
-                    float *out, df_error_t *err)
+                    int refine, float *out, df_error_t *err)
 {
-    int64_t ns = s->nv, nt = t->nv, M = s->M;
-    int rc = DF_OK;
-    float *ls = malloc(sizeof(float) * (size_t)(3 * L)), *lt = malloc(sizeof(float) * (size_t)(3 * L));
-    double *coef = malloc(sizeof(double) * (size_t)(3 * (L + 4)));
-    double *W = malloc(sizeof(double) * (size_t)(3 * ns)), *Pt = malloc(sizeof(double) * (size_t)(3 * nt));
+    int64_t ns = s->nv, nt = t->nv, M = s->M, cap = L + REFINE_SAMPLES, nc = L;
+    int rc = DF_OK, rounds = 0;
+    float *ls = malloc(sizeof(float) * (size_t)(3 * cap)), *lt = malloc(sizeof(float) * (size_t)(3 * cap));
+    double *coef = malloc(sizeof(double) * (size_t)(3 * (cap + 4)));
+    double *W = malloc(sizeof(double) * (size_t)(3 * ns)), *Pt = calloc((size_t)(3 * nt) + 1, sizeof(double));
     int32_t *ctri = malloc(sizeof(int32_t) * (size_t)(nt + t->nt));
     float *cbary = malloc(sizeof(float) * (size_t)(3 * (nt + t->nt)));
     uint8_t *pin = calloc((size_t)nt, 1);
     double *Ns = malloc(sizeof(double) * (size_t)(3 * ns)), *Nt = malloc(sizeof(double) * (size_t)(3 * nt));
-    double *Pv = malloc(sizeof(double) * (size_t)(3 * nt)), *Nv = malloc(sizeof(double) * (size_t)(3 * nt));
+    double *Pv = calloc((size_t)(3 * nt) + 1, sizeof(double)), *Nv = malloc(sizeof(double) * (size_t)(3 * nt));
     if (!ls || !lt || !coef || !W || !Pt || !ctri || !cbary || !Ns || !Nt || !pin || !Pv || !Nv) {
         rc = E_(DF_ENOMEM, "out of memory");
         goto done;
     }
-    for (int64_t i = 0; i < L; i++) {
-        if (lm_s[i] < 0 || lm_s[i] >= ns || lm_t[i] < 0 || lm_t[i] >= nt) {
-            rc = E_(DF_EINVAL, "landmark %lld: vertex %d / %d out of range (%lld / %lld "
-                               "vertices)", (long long)i, lm_s[i], lm_t[i], (long long)ns,
-                    (long long)nt);
-            goto done;
-        }
-        memcpy(ls + 3 * i, s->pos + 3 * (int64_t)lm_s[i], 3 * sizeof(float));
-        memcpy(lt + 3 * i, t->pos + 3 * (int64_t)lm_t[i], 3 * sizeof(float));
-    }
+    if ((rc = landmarks(s, t, lm_s, lm_t, L, ls, lt, err))) goto done;
     vertex_normals(s->pos, ns, s->tri, s->nt, Ns);
     vertex_normals(t->pos, nt, t->tri, t->nt, Nt);
     for (int64_t v = 0; v < nt; v++) fget(t->pos, v, Pt + 3 * v);
@@ -384,14 +829,10 @@ int df__rt_transfer(const df__rt_mesh_t *s, const df__rt_mesh_t *t, const int32_
         }
         goto done;
     }
-    if ((rc = df__rt_rbf_fit(ls, lt, L, coef, err))) goto done;
-    for (int64_t v = 0; v < ns; v++) {
-        double x[3];
-        fget(s->pos, v, x);
-        df__rt_rbf_eval(ls, L, coef, x, W + 3 * v, NULL);
-    }
     /* every target vertex's point on the warped source */
-    if ((rc = df__rt_closest(W, ns, s->tri, s->nt, Pt, Nt, nt, ctri, cbary, err))) goto done;
+    if ((rc = correspond(s, t, Pt, Nt, lm_t, ls, lt, L, refine, &nc, coef, W, ctri, cbary, &rounds,
+                         err)))
+        goto done;
     /* the source surface sampled at the target's resolution: the target's
      * connectivity with each vertex at its corresponding source point */
     for (int64_t q = 0; q < nt; q++) {
@@ -420,7 +861,7 @@ int df__rt_transfer(const df__rt_mesh_t *s, const df__rt_mesh_t *t, const int32_
                 for (int d = 0; d < 3 && l > 0; d++) ns3[d] /= l;
             }
             rot_between(ns3, Nt + 3 * q, R);
-            df__rt_rbf_eval(ls, L, coef, Pv + 3 * q, wx, J);
+            df__rt_rbf_eval(ls, nc, coef, Pv + 3 * q, wx, J);
             double det = J[0] * (J[4] * J[8] - J[5] * J[7]) - J[1] * (J[3] * J[8] - J[5] * J[6]) +
                          J[2] * (J[3] * J[7] - J[4] * J[6]);
             double sc = cbrt(fabs(det));

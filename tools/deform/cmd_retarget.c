@@ -14,7 +14,7 @@
  *       [--frames-out FRAMES.txt]
  *   deform retarget transfer --source SRC --target MESH --source-landmarks A.txt
  *       --target-landmarks B.txt [--method clone|naive|dt] [--local-frames on|off]
- *       --out RIG.safetensors
+ *       [--refine N] [--correspondence-out C.npy] --out RIG.safetensors
  *
  * DESIGN
  * SRC and TGT are `rigged` models (a .safetensors file, REPO/NAME or a
@@ -67,7 +67,7 @@ static void usage(FILE *f)
             "           [--components N] --out BASIS.safetensors [--frames-out FRAMES.txt]\n"
             "       deform retarget transfer --source SRC --target MESH --source-landmarks A.txt\n"
             "           --target-landmarks B.txt [--method clone|naive|dt] [--local-frames on|off]\n"
-            "           --out RIG.safetensors\n");
+            "           [--refine N] [--correspondence-out C.npy] --out RIG.safetensors\n");
 }
 
 /* ---------------------------------------------------------------- rigs */
@@ -889,11 +889,16 @@ out:
  * cloning, the naive nearest-vertex copy, or deformation transfer
  * (core/retarget/rt_transfer.c). Writes the target as a `rigged` file with
  * one shape per source control, named as the source's (serve it with
- * `build --map names`). */
+ * `build --map names`). --refine's default: 5 rounds for expression
+ * cloning, which gains from the refined correspondence on every target
+ * measured; none for deformation transfer, whose worst vertex on T2 (a
+ * lip-seam vertex) does not (docs/retarget.md). */
+enum { TRANSFER_REFINE_CLONE = 5, TRANSFER_REFINE_DT = 0 };
+
 static int cmd_transfer(int argc, char **argv)
 {
     const char *src_arg = NULL, *tgt_arg = NULL, *lms = NULL, *lmt = NULL, *out = NULL;
-    const char *method = "clone", *frames = "on";
+    const char *method = "clone", *frames = "on", *refine_arg = NULL, *corr_out = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int more = i + 1 < argc;
@@ -903,6 +908,8 @@ static int cmd_transfer(int argc, char **argv)
         else if (!strcmp(a, "--target-landmarks") && more) lmt = argv[++i];
         else if (!strcmp(a, "--method") && more) method = argv[++i];
         else if (!strcmp(a, "--local-frames") && more) frames = argv[++i];
+        else if (!strcmp(a, "--refine") && more) refine_arg = argv[++i];
+        else if (!strcmp(a, "--correspondence-out") && more) corr_out = argv[++i];
         else if (!strcmp(a, "--out") && more) out = argv[++i];
         else if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
         else {
@@ -923,6 +930,24 @@ static int cmd_transfer(int argc, char **argv)
         fprintf(stderr, "deform retarget transfer: --local-frames must be on or off\n");
         return 2;
     }
+    int refine = mt == DF_RT_DT ? TRANSFER_REFINE_DT : TRANSFER_REFINE_CLONE;
+    if (refine_arg) {
+        char *end;
+        errno = 0;
+        long r = strtol(refine_arg, &end, 10);
+        if (errno || end == refine_arg || *end || r < 0 || r > 100) {
+            fprintf(stderr, "deform retarget transfer: --refine must be an integer from 0 to "
+                            "100 (rounds of the correspondence's refinement), not '%s'\n",
+                    refine_arg);
+            return 2;
+        }
+        refine = (int)r;
+    }
+    if (corr_out && mt == DF_RT_NAIVE) {
+        fprintf(stderr, "deform retarget transfer: --correspondence-out needs --method clone or "
+                        "dt (the naive copy takes nearest vertices, no correspondence)\n");
+        return 2;
+    }
     if (!src_arg || !tgt_arg || !out || (mt != DF_RT_NAIVE && (!lms || !lmt))) {
         fprintf(stderr, "deform retarget transfer: --source, --target, --out and (except for "
                         "--method naive) --source-landmarks, --target-landmarks are required\n");
@@ -932,8 +957,8 @@ static int cmd_transfer(int argc, char **argv)
     rig_t src;
     memset(&src, 0, sizeof src);
     df_st_t *tst = NULL;
-    int32_t *ls = NULL, *lt = NULL;
-    float *D = NULL;
+    int32_t *ls = NULL, *lt = NULL, *ctri = NULL;
+    float *D = NULL, *cbary = NULL, *C = NULL;
     int rc = 1;
     int64_t nls = 0, nlt = 0;
     if (rig_open(src_arg, "source", &src, &err)) DIE("%s", err.msg);
@@ -958,7 +983,7 @@ static int cmd_transfer(int argc, char **argv)
     D = malloc(sizeof(float) * (size_t)(src.M * tm.nv * 3));
     if (!D) DIE("out of memory");
     double t0 = now_s();
-    if (df__rt_transfer(&sm, &tm, ls, lt, nls, mt, !strcmp(frames, "on"), D, &err))
+    if (df__rt_transfer(&sm, &tm, ls, lt, nls, mt, !strcmp(frames, "on"), refine, D, &err))
         DIE("%s", err.msg);
     df_rigged_data_t d;
     memset(&d, 0, sizeof d);
@@ -972,6 +997,22 @@ static int cmd_transfer(int argc, char **argv)
     if (df_rigged_write(&d, out, &err)) DIE("%s", err.msg);
     printf("transfer (%s): %lld source shapes onto %lld target vertices in %.2fs; wrote %s\n",
            method, (long long)src.M, (long long)tm.nv, now_s() - t0, out);
+    if (corr_out) { /* the same correspondence again, written out */
+        int rounds = 0;
+        ctri = malloc(sizeof(int32_t) * (size_t)tm.nv);
+        cbary = malloc(sizeof(float) * (size_t)(3 * tm.nv));
+        C = malloc(sizeof(float) * (size_t)(4 * tm.nv));
+        if (!ctri || !cbary || !C) DIE("out of memory");
+        if (df__rt_correspond(&sm, &tm, ls, lt, nls, refine, ctri, cbary, &rounds, &err))
+            DIE("%s", err.msg);
+        for (int64_t q = 0; q < tm.nv; q++) {
+            C[4 * q] = (float)ctri[q];
+            memcpy(C + 4 * q + 1, cbary + 3 * q, 3 * sizeof(float));
+        }
+        int64_t shape[2] = {tm.nv, 4};
+        if (df_npy_write_f32(corr_out, 2, shape, C, &err)) DIE("%s", err.msg);
+        printf("correspondence (%d rounds of refinement): wrote %s\n", rounds, corr_out);
+    }
     rc = 0;
 out:
     rig_free(&src);
@@ -979,6 +1020,9 @@ out:
     free(ls);
     free(lt);
     free(D);
+    free(ctri);
+    free(cbary);
+    free(C);
     return rc;
 }
 
