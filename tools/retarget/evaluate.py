@@ -2,7 +2,9 @@
 """evaluate.py — the retargeting results of docs/retarget.md, reproducibly.
 
     tools/retarget/evaluate.py --work DIR [--bin bin] [--data tests/data/ict]
-                               [--frames 1000]
+                               [--frames 1000] [--only t2]
+                               [--ict DIR --t2-identity C1,..,C8 --t2-ratio R
+                                [--blender BIN]]
 
 DESIGN
 Builds everything from the committed reduced ICT copy into DIR (the rigs and
@@ -19,7 +21,21 @@ distance to the truth; the tables give the mean over frames of the
 per-frame mean, and the max over every frame and vertex, in mm and in % of
 the face height (face_height.txt). Weight error: |w - w_true| over frames
 and controls (mean, max). Prints markdown tables on stdout.
-Needs Debian's python3 and python3-numpy only.
+
+T2 (another topology): `deform retarget transfer` with the landmark warp
+alone (--refine 0) and with its refinement (--refine 5), served with the
+names map; the correspondence itself (--correspondence-out) against T2's
+exact one (t2_bary: the distance between the two source points); the max
+without the "seam vertices", those whose true source triangle faces more
+than 60 degrees away from the vertex's own normal (decimation left them on
+the other lip: no correspondence that respects T2's surface can find their
+truth); the methods' formulas applied with the exact correspondence.
+--only t2 prints the T2 tables alone. --ict DIR (the ICT-FaceKit light
+subset make_data.py reduce reads) with --t2-identity and --t2-ratio makes
+another T2-like target first (make_data.py's T2 recipe with those identity
+coefficients and decimation ratio; Blender) into DIR/data under --work and
+evaluates that one.
+Needs Debian's python3 and python3-numpy only (and Blender for --ict).
 """
 import argparse
 import os
@@ -140,6 +156,22 @@ def t2_exact(D):
     return out, sc, R, d
 
 
+def make_variant(a, out):
+    """a copy of --data whose T2 is make_data.py's recipe with other identity
+    coefficients and decimation ratio"""
+    coef = [float(x) for x in a.t2_identity.split(",")]
+    os.makedirs(out, exist_ok=True)
+    for f in os.listdir(a.data):
+        if not f.startswith("t2_"):
+            shutil.copy(os.path.join(a.data, f), out)
+    neutral = np.load(os.path.join(a.ict, "neutral.npy")).astype(np.float32)
+    ident = np.load(os.path.join(a.ict, "identities.npy")).astype(np.float32)
+    quads = np.load(os.path.join(a.ict, "quads.npy")).astype(np.int32)
+    lm = [int(i) for i in make_data.read_names(os.path.join(a.ict, "landmarks68.txt"))]
+    make_data.T2_IDENTITY, make_data.T2_RATIO = coef, a.t2_ratio
+    make_data.make_t2(neutral, ident, quads, lm, out, a.blender)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--work", required=True)
@@ -147,11 +179,19 @@ def main():
     ap.add_argument("--data", default="tests/data/ict")
     ap.add_argument("--frames", type=int, default=1000)
     ap.add_argument("--components", type=int, default=20)
+    ap.add_argument("--only", choices=("all", "t2"), default="all")
+    ap.add_argument("--ict", help="ICT-FaceKit light subset: make another T2 from it")
+    ap.add_argument("--t2-identity", default="1.2,1.5,-0.9,-1.0,0.6,0.8,-0.5,0.3")
+    ap.add_argument("--t2-ratio", type=float, default=0.3)
+    ap.add_argument("--blender", default="blender")
     a = ap.parse_args()
     W_ = a.work
     dform = os.path.join(a.bin, "deform")
     w = lambda n: os.path.join(W_, n)
     os.makedirs(W_, exist_ok=True)
+    if a.ict:
+        make_variant(a, w("data"))
+        a.data = w("data")
     run(sys.executable, os.path.join(HERE, "make_data.py"), "build", "--data", a.data,
         "--out", W_, "--frames", a.frames)
     R = w("repo")
@@ -160,8 +200,31 @@ def main():
     poses = [os.path.join(a.data, "clone_source.npy"), os.path.join(a.data, "clone_target.npy")]
 
     def build(name, *extra):
-        out = run(dform, "retarget", "build", "--repository", R, "--name", name, *extra)
+        run(dform, "retarget", "build", "--repository", R, "--name", name, *extra)
         return os.path.join(R, name)
+
+    D = make_data.load_reduced(a.data)
+    Wt = np.load(w("perf_test_weights.npy"))
+    F = len(Wt)
+    height_mm = 10 * float(open(w("face_height.txt")).read())
+
+    def apply(model, inp_kind, inp, params=None):
+        cmd = [dform, "retarget", "apply", model, "--" + inp_kind, inp, "--positions",
+               w("p.npy"), "--target-weights", w("tw.npy"), "--solved", w("sw.npy")]
+        if params:
+            cmd += ["--params", params]
+        run(*cmd)
+        return np.load(w("p.npy")), np.load(w("tw.npy")), np.load(w("sw.npy"))
+
+    if a.only == "all":
+        t1_tables(a, D, W_, dform, build, apply, src, t1, lm, poses, Wt, height_mm)
+    t2_tables(D, w, dform, build, apply, src, lm, Wt, height_mm)
+
+
+def t1_tables(a, D, W_, dform, build, apply, src, t1, lm, poses, Wt, height_mm):
+    w = lambda n: os.path.join(W_, n)
+    R = w("repo")
+    F = len(Wt)
     names_out = run(dform, "retarget", "build", "--repository", R, "--name", "names",
                     "--source", src, "--target", t1, "--markers", lm)
     m_names = os.path.join(R, "names")
@@ -181,24 +244,12 @@ def main():
     m_kf = build("kf_nnls", *kf_common, "--bounds", "nonneg")
     m_kfls = build("kf_ls", *kf_common, "--bounds", "none")
 
-    D = make_data.load_reduced(a.data)
     sd = make_data.t1_truth_deltas(D).reshape(len(D["names"]), -1)
-    Wt = np.load(w("perf_test_weights.npy"))
-    F = len(Wt)
     truth = (D["t1_neutral"].reshape(-1)[None] + Wt @ sd).reshape(F, -1, 3)
-    height_mm = 10 * float(open(w("face_height.txt")).read())
 
     def verr(P):
         d = np.linalg.norm(P.reshape(F, -1, 3) - truth, axis=2) * 10  # mm
         return d.mean(), d.max()
-
-    def apply(model, inp_kind, inp, params=None):
-        cmd = [dform, "retarget", "apply", model, "--" + inp_kind, inp, "--positions",
-               w("p.npy"), "--target-weights", w("tw.npy"), "--solved", w("sw.npy")]
-        if params:
-            cmd += ["--params", params]
-        run(*cmd)
-        return np.load(w("p.npy")), np.load(w("tw.npy")), np.load(w("sw.npy"))
 
     def row(label, P, sw=None):
         mn, mx = verr(P)
@@ -241,44 +292,6 @@ def main():
             P, _, sw = apply(m_clone, "markers", x, params)
             print(row("%g mm | %s" % (n, label), P, sw))
 
-    print("\n### T2 (another topology): source shapes carried onto a remeshed identity\n")
-    t2d = make_data.t2_truth_deltas(D)
-    t2_truth = (D["t2_neutral"].reshape(-1)[None] + Wt @ t2d.reshape(
-        len(D["names"]), -1)).reshape(F, -1, 3)
-    print("| method | mean mm | max mm | mean % | max % | transfer time |")
-    print("|---|---|---|---|---|---|")
-    for label, meth, frames in (("naive copy (nearest vertex)", "naive", "on"),
-                                ("expression cloning", "clone", "on"),
-                                ("expression cloning, displacements unturned", "clone", "off"),
-                                ("deformation transfer", "dt", "on")):
-        rig = w("t2_%s_%s.safetensors" % (meth, frames))
-        out = run(dform, "retarget", "transfer", "--source", src, "--target", w("t2.safetensors"),
-                  "--source-landmarks", lm, "--target-landmarks", w("t2_landmarks68.txt"),
-                  "--method", meth, "--local-frames", frames, "--out", rig)
-        secs = out.split(" in ")[1].split("s;")[0]
-        m = build("t2_%s_%s" % (meth, frames), "--source", src, "--target", rig)
-        P, _, _ = apply(m, "weights", wfile)
-        d = np.linalg.norm(P.reshape(F, -1, 3) - t2_truth, axis=2) * 10
-        print("| %s | %.3f | %.2f | %.3f | %.2f | %s s |" % (label, d.mean(), d.max(),
-              100 * d.mean() / height_mm, 100 * d.max() / height_mm, secs))
-
-    print("\nThe same formulas with the exact correspondence (T2's t2_bary, the truth's own; "
-          "evaluate.py's implementation of rt_transfer.c's local frames and deformation "
-          "transfer):\n")
-    ex, sc, R, dx = t2_exact(D)
-    ang = np.degrees(np.arccos(np.clip((R[:, [0, 1, 2], [0, 1, 2]].sum(1) - 1) / 2, -1, 1)))
-    mv = np.linalg.norm(dx, axis=2).mean(0)
-    print("warp scale at T2's vertices: mean %.4f; normals' angle: mean %.2f deg, "
-          "motion-weighted %.2f deg\n" % (sc.mean(), ang.mean(), (ang * mv).sum() / mv.sum()))
-    print("| method | mean mm | max mm | mean % | max % |")
-    print("|---|---|---|---|---|")
-    for label in ("carried unturned", "cloning, rotation only", "cloning, scale only",
-                  "cloning", "deformation transfer"):
-        d = np.linalg.norm((Wt @ (ex[label] - t2d.reshape(ex[label].shape)).reshape(
-            len(D["names"]), -1)).reshape(F, -1, 3), axis=2) * 10
-        print("| %s | %.3f | %.2f | %.3f | %.2f |" % (label, d.mean(), d.max(),
-              100 * d.mean() / height_mm, 100 * d.max() / height_mm))
-
     print("\n### Chuang & Bregler: key-frame basis, NNLS vs plain least squares\n")
     print(kf_out.strip().splitlines()[1] + "\n")
     print("| noise | solve | mean mm | max mm | mean % | max % | most negative weight | "
@@ -293,6 +306,97 @@ def main():
             print("| %g mm | %s | %.3f | %.2f | %.3f | %.2f | %.3f | %.3f |" % (
                 n, label, mn, mx, 100 * mn / height_mm, 100 * mx / height_mm, neg.min(),
                 neg.sum(1).mean()))
+
+
+def seam_vertices(D):
+    """T2's vertices whose true source triangle faces more than 60 degrees away
+    from the vertex's own normal"""
+    src = D["neutral"].astype(np.float64)
+    tris = make_data.triangles(D["quads"]).astype(np.int64)
+    fs = np.cross(src[tris[:, 1]] - src[tris[:, 0]], src[tris[:, 2]] - src[tris[:, 0]])
+    fs /= np.linalg.norm(fs, axis=1, keepdims=True)
+    N = vertex_normals(D["t2_neutral"].astype(np.float64), D["t2_triangles"].astype(np.int64))
+    return (fs[D["t2_bary"][:, 0].astype(np.int64)] * N).sum(1) < 0.5
+
+
+def t2_tables(D, w, dform, build, apply, src, lm, Wt, height_mm):
+    F, m = len(Wt), len(D["names"])
+    t2d = make_data.t2_truth_deltas(D)
+    t2_truth = (D["t2_neutral"].reshape(-1)[None] + Wt @ t2d.reshape(m, -1)).reshape(F, -1, 3)
+    tris = make_data.triangles(D["quads"]).astype(np.int64)
+    srcp = D["neutral"].astype(np.float64)
+
+    def points(tb):  # source points of [N,4] (triangle, barycentrics)
+        return (tb[:, 1:, None].astype(np.float64) * srcp[tris[tb[:, 0].astype(np.int64)]]).sum(1)
+    exact_pts = points(D["t2_bary"])
+    seam = seam_vertices(D)
+    print("\n### T2 (another topology): source shapes carried onto a remeshed identity\n")
+    print("T2: %d vertices, %d triangles.\n" % (len(D["t2_neutral"]), len(D["t2_triangles"])))
+    print("| method | mean mm | max mm | mean % | max % | transfer time |")
+    print("|---|---|---|---|---|---|")
+    rows, corr = [], {}
+    for label, meth, frames, refine in (
+            ("naive copy (nearest vertex)", "naive", "on", None),
+            ("expression cloning, landmark warp alone (`--refine 0`)", "clone", "on", 0),
+            ("expression cloning (`--refine 5`, the default)", "clone", "on", 5),
+            ("expression cloning, displacements unturned (`--local-frames off --refine 0`)",
+             "clone", "off", 0),
+            ("expression cloning, displacements unturned (`--local-frames off`)", "clone", "off",
+             5),
+            ("deformation transfer (`--refine 0`, the default)", "dt", "on", 0),
+            ("deformation transfer, refined (`--refine 5`)", "dt", "on", 5)):
+        tag = "t2_%s_%s_%s" % (meth, frames, refine)
+        cmd = [dform, "retarget", "transfer", "--source", src, "--target", w("t2.safetensors"),
+               "--source-landmarks", lm, "--target-landmarks", w("t2_landmarks68.txt"),
+               "--method", meth, "--local-frames", frames, "--out", w(tag + ".safetensors")]
+        if refine is not None:
+            cmd += ["--refine", refine, "--correspondence-out", w(tag + "_corr.npy")]
+        out = run(*cmd)
+        secs = out.split(" in ")[1].split("s;")[0]
+        if refine is not None and refine not in corr:
+            corr[refine] = np.linalg.norm(points(np.load(w(tag + "_corr.npy"))) - exact_pts,
+                                          axis=1) * 10
+        mdl = build(tag, "--source", src, "--target", w(tag + ".safetensors"))
+        P, _, _ = apply(mdl, "weights", w("perf_test_weights.npy"))
+        d = np.linalg.norm(P.reshape(F, -1, 3) - t2_truth, axis=2) * 10
+        rows.append((label, d.max(), d[:, ~seam].max()))
+        print("| %s | %.3f | %.2f | %.3f | %.2f | %s s |" % (label, d.mean(), d.max(),
+              100 * d.mean() / height_mm, 100 * d.max() / height_mm, secs))
+
+    print("\nThe correspondence: distance from each T2 vertex's source point to its exact "
+          "one (t2_bary), mm:\n")
+    print("| correspondence | mean | median | 90th percentile | max |")
+    print("|---|---|---|---|---|")
+    for refine, label in ((0, "landmark warp alone (`--refine 0`)"),
+                          (5, "refined (`--refine 5`)")):
+        e = corr[refine]
+        print("| %s | %.2f | %.2f | %.2f | %.2f |" % (label, e.mean(), np.median(e),
+                                                     np.percentile(e, 90), e.max()))
+
+    print("\nThe worst vertices: %d of T2's vertices (seam vertices) have a true source "
+          "triangle facing more than 60 deg away from their own normal; max error over all "
+          "vertices and without them, mm:\n" % seam.sum())
+    print("| method | max, all vertices | max, without the seam vertices |")
+    print("|---|---|---|")
+    for label, mx, mx_ns in rows:
+        print("| %s | %.2f | %.2f |" % (label, mx, mx_ns))
+
+    print("\nThe same formulas with the exact correspondence (T2's t2_bary, the truth's own; "
+          "evaluate.py's implementation of rt_transfer.c's local frames and deformation "
+          "transfer):\n")
+    ex, sc, R, dx = t2_exact(D)
+    ang = np.degrees(np.arccos(np.clip((R[:, [0, 1, 2], [0, 1, 2]].sum(1) - 1) / 2, -1, 1)))
+    mv = np.linalg.norm(dx, axis=2).mean(0)
+    print("warp scale at T2's vertices: mean %.4f; normals' angle: mean %.2f deg, "
+          "motion-weighted %.2f deg\n" % (sc.mean(), ang.mean(), (ang * mv).sum() / mv.sum()))
+    print("| method | mean mm | max mm | mean % | max % |")
+    print("|---|---|---|---|---|")
+    for label in ("carried unturned", "cloning, rotation only", "cloning, scale only",
+                  "cloning", "deformation transfer"):
+        d = np.linalg.norm((Wt @ (ex[label] - t2d.reshape(ex[label].shape)).reshape(
+            m, -1)).reshape(F, -1, 3), axis=2) * 10
+        print("| %s | %.3f | %.2f | %.3f | %.2f |" % (label, d.mean(), d.max(),
+              100 * d.mean() / height_mm, 100 * d.max() / height_mm))
 
 
 if __name__ == "__main__":
