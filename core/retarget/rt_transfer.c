@@ -221,6 +221,7 @@ int df__rt_closest(const double *V, int64_t nv, const uint32_t *T, int64_t nt, c
                    df_error_t *err)
 {
     enum { KN = 12 };
+    if (nt < 1 && np > 0) return E_(DF_EINVAL, "closest points: the mesh has no triangles");
     int64_t *deg = calloc((size_t)nv + 1, sizeof(int64_t));
     int32_t *inc = malloc((size_t)(3 * nt + 1) * sizeof(int32_t));
     if (!deg || !inc) {
@@ -243,6 +244,8 @@ int df__rt_closest(const double *V, int64_t nv, const uint32_t *T, int64_t nt, c
     for (int64_t q = 0; q < np; q++) {
         const double *p = P + 3 * q;
         int64_t near[KN];
+        tri_out[q] = 0; /* (non-finite input matches nothing) */
+        bary_out[3 * q] = 1, bary_out[3 * q + 1] = bary_out[3 * q + 2] = 0;
         double nd[KN];
         int nn = 0;
         for (int64_t v = 0; v < nv; v++) { /* the KN nearest, insertion */
@@ -279,6 +282,20 @@ int df__rt_closest(const double *V, int64_t nv, const uint32_t *T, int64_t nt, c
                 double d2 = dot3(e, e);
                 if (d2 < best) {
                     best = d2;
+                    tri_out[q] = (int32_t)t;
+                    for (int d = 0; d < 3; d++) bary_out[3 * q + d] = (float)bo[d];
+                }
+            }
+        if (best == INFINITY) /* no triangle around the nearest vertices: all of them */
+            for (int64_t t = 0; t < nt; t++) {
+                const double *a = V + 3 * T[3 * t], *b = V + 3 * T[3 * t + 1],
+                             *c = V + 3 * T[3 * t + 2];
+                double bo[3], x[3], e[3];
+                closest_bary(p, a, b, c, bo);
+                for (int d = 0; d < 3; d++) x[d] = bo[0] * a[d] + bo[1] * b[d] + bo[2] * c[d];
+                sub3(p, x, e);
+                if (dot3(e, e) < best) {
+                    best = dot3(e, e);
                     tri_out[q] = (int32_t)t;
                     for (int d = 0; d < 3; d++) bary_out[3 * q + d] = (float)bo[d];
                 }
@@ -506,7 +523,7 @@ static int correspond(const df__rt_mesh_t *s, const df__rt_mesh_t *t, const doub
     if ((rc = df__rt_rbf_fit(cen, dst, L, coef, err))) return rc;
     warp_all(s, cen, L, coef, W);
     int64_t K = ns - L < REFINE_SAMPLES ? ns - L : REFINE_SAMPLES, cap = L + K;
-    if (refine <= 0 || K < 1)
+    if (refine <= 0 || K < 1 || t->nt < 1) /* (no target surface to slide on) */
         return df__rt_closest(W, ns, s->tri, s->nt, Pt, Nt, nt, ctri, cbary, err);
     /* per image (landmarks first, then samples): position Y, normal Nr,
      * tangents Tg (two; a border image one), kind */

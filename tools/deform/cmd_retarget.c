@@ -975,6 +975,10 @@ static int cmd_transfer(int argc, char **argv)
     for (int64_t i = 0; i < 3 * st_tri->shape[0]; i++)
         if (((const int32_t *)st_tri->data)[i] < 0 || ((const int32_t *)st_tri->data)[i] >= src.N)
             DIE("%s: triangle %lld uses a vertex out of range", src_arg, (long long)(i / 3));
+    if (mt != DF_RT_NAIVE && tt->shape[0] < 1)
+        DIE("%s: no triangles (the target's surface is needed)", tgt_arg);
+    if (mt != DF_RT_NAIVE && st_tri->shape[0] < 1)
+        DIE("%s: no triangles (the source's surface is needed)", src_arg);
     if (lms && (read_indices(lms, &ls, &nls, &err) || read_indices(lmt, &lt, &nlt, &err)))
         DIE("%s", err.msg);
     if (nls != nlt) DIE("%lld source landmarks but %lld target landmarks", (long long)nls, (long long)nlt);

@@ -4,7 +4,8 @@
  *    map exactly (value and Jacobian); coincident or coplanar landmarks are
  *    refused;
  *  - closest points are no farther than any vertex or any point of a dense
- *    barycentric sampling of every triangle;
+ *    barycentric sampling of every triangle; a mesh without triangles is
+ *    refused;
  *  - on a curved sheet remeshed at another resolution: a displacement field
  *    affine in position is carried exactly by expression cloning (no local
  *    frames) and deformation transfer reproduces a uniform stretch's
@@ -121,6 +122,9 @@ static void test_closest(void)
     int32_t tri[Q];
     float bary[3 * Q];
     df_error_t err = {0};
+    DF_CHECK(df__rt_closest(V, N * N, T, nt, q, NULL, Q, tri, bary, &err) == 0);
+    DF_CHECK(df__rt_closest(V, N * N, T, 0, q, NULL, Q, tri, bary, &err) == DF_EINVAL);
+    DF_CHECK_MSG(strstr(err.msg, "no triangles"), "%s", err.msg);
     DF_CHECK(df__rt_closest(V, N * N, T, nt, q, NULL, Q, tri, bary, &err) == 0);
     for (int i = 0; i < Q; i++) {
         const uint32_t *f = T + 3 * tri[i];
