@@ -718,8 +718,8 @@ static int rt_evaluate(const df_model_t *m, const df_batch_t *b, void *scratch,
     for (int q = 0; q < nm; q++)
         memcpy(Ws + (size_t)mk[q] * Ms, Wm + (size_t)q * Ms, (size_t)Ms * sizeof(float));
     /* the start each sequence takes next: the previous frame's sets when
-     * they were nearer this frame's final sets than the signs were (a
-     * sequence's first frame: try them) */
+     * they were at most half as far from this frame's final sets as the
+     * signs were (a sequence's first frame: try them) */
     if (r->out_state >= 0 && b->out[r->out_state] && nm > 0 && r->bounds != DF_RT_NONE) {
         const float hi = r->bounds == DF_RT_UNIT ? 1.0f : INFINITY;
         for (int q = 0; q < nm; q++) {
@@ -731,7 +731,7 @@ static int rt_evaluate(const df_model_t *m, const df_batch_t *b, void *scratch,
                 prev_sets(sv, Ms, hi, sets0);
                 for (int64_t i = 0; i < Ms; i++) nw += sq[i] != sets0[i];
             }
-            next[q] = !sv || nw < nc;
+            next[q] = !sv || 2 * nw < nc;
         }
     }
 
