@@ -1374,9 +1374,7 @@ static void test_fixtures(void)
 
 int main(void)
 {
-    const char *out = getenv("DF_TEST_OUT");
-    snprintf(dir, sizeof dir, "%s/allocfail", out && *out ? out : "/tmp");
-    mkdir(out && *out ? out : "/tmp", 0755);
+    snprintf(dir, sizeof dir, "%s/allocfail", dftest_out_dir());
     mkdir(dir, 0755);
     DF_RUN(test_fixtures);
     DF_RUN(test_wrappers_see_core);

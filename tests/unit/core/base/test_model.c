@@ -466,9 +466,7 @@ static void test_json_string_array(void)
 
 int main(void)
 {
-    const char *o = getenv("DF_TEST_OUT");
-    snprintf(outdir, sizeof outdir, "%s/core_model", o ? o : "/tmp");
-    mkdir(o ? o : "/tmp", 0755);
+    snprintf(outdir, sizeof outdir, "%s/core_model", dftest_out_dir());
     mkdir(outdir, 0755);
     snprintf(good_path, sizeof good_path, "%s/good.safetensors", outdir);
     write_model(good_path, "t_affine", 1, 0);

@@ -198,9 +198,7 @@ static void test_read_variants_and_errors(void)
 
 int main(void)
 {
-    const char *o = getenv("DF_TEST_OUT");
-    snprintf(dir, sizeof dir, "%s/core_npy", o ? o : "/tmp");
-    mkdir(o ? o : "/tmp", 0755);
+    snprintf(dir, sizeof dir, "%s/core_npy", dftest_out_dir());
     mkdir(dir, 0755);
     DF_RUN(test_write_format);
     DF_RUN(test_roundtrip);

@@ -310,10 +310,8 @@ static void test_load_versions(void)
 
 int main(void)
 {
-    const char *o = getenv("DF_TEST_OUT");
     char base[900];
-    snprintf(base, sizeof base, "%s", o ? o : "/tmp");
-    mkdir(base, 0755);
+    snprintf(base, sizeof base, "%s", dftest_out_dir());
     snprintf(repo, sizeof repo, "%s/core_repo.XXXXXX", base);
     if (!mkdtemp(repo)) {
         perror("mkdtemp");

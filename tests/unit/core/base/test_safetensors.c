@@ -31,9 +31,7 @@ static char outdir[1024];
 
 static void setup_outdir(void)
 {
-    const char *o = getenv("DF_TEST_OUT");
-    snprintf(outdir, sizeof outdir, "%s/core_safetensors", o ? o : "/tmp");
-    mkdir(o ? o : "/tmp", 0755);
+    snprintf(outdir, sizeof outdir, "%s/core_safetensors", dftest_out_dir());
     mkdir(outdir, 0755);
 }
 

@@ -481,9 +481,8 @@ static void test_export_replays(void)
     df_error_t err = {0};
     DF_CHECK(df_decompose_fit(&in, &o, NULL, &r, &err) == DF_OK);
     if (!r) { free_seq(&s); return; }
-    const char *dir = getenv("DF_TEST_OUT");
-    char path[1024];
-    snprintf(path, sizeof path, "%s/decompose_export.safetensors", dir ? dir : "/tmp");
+    char path[1200];
+    snprintf(path, sizeof path, "%s/decompose_export.safetensors", dftest_out_dir());
     float *times = malloc(sizeof(float) * s.F);
     for (int64_t p = 0; p < s.F; p++) times[p] = 0.04f * (float)p;
     int rc = df_decompose_write_model(r, s.T, s.tris, times, "fit", path, &err);

@@ -294,9 +294,8 @@ static void test_learns_tiny_set(void)
             DF_CHECK_MSG(sc.ari > 0.8, "ARI %g", sc.ari);
         }
         /* file round trip: the same embeddings */
-        const char *dir = getenv("DF_TEST_OUT");
-        char path[1024], bad[1024];
-        snprintf(path, sizeof path, "%s/decompose_net.safetensors", dir ? dir : "/tmp");
+        char path[1200], bad[1200];
+        snprintf(path, sizeof path, "%s/decompose_net.safetensors", dftest_out_dir());
         const char *kv[] = {"trained_on", "tiny", NULL};
         DF_CHECK_MSG(df_decompose_net_save(a, path, kv, &err) == DF_OK, "%s", err.msg);
         df_decompose_net_t *c = NULL;
@@ -311,7 +310,7 @@ static void test_learns_tiny_set(void)
             df_decompose_net_free(&c);
         }
         /* bad files: another kind of file, a tensor of the wrong shape */
-        snprintf(bad, sizeof bad, "%s/decompose_net_bad.safetensors", dir ? dir : "/tmp");
+        snprintf(bad, sizeof bad, "%s/decompose_net_bad.safetensors", dftest_out_dir());
         df_st_writer_t *w = df_st_writer_new();
         float z[4] = {0};
         df_st_writer_add(w, "x", DF_DT_F32, 1, (int64_t[]){4}, z);

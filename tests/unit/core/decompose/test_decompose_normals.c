@@ -129,9 +129,8 @@ static df_model_t *open_tube(const char *name)
                           .rest_translations = t0, .rest_rotations = qi, .rest_scales = s1,
                           .inverse_bind = ibm, .n_influences = 2, .skin_joints = sj,
                           .skin_weights = sw};
-    const char *dir = getenv("DF_TEST_OUT");
-    char path[1024];
-    snprintf(path, sizeof path, "%s/%s.safetensors", dir ? dir : "/tmp", name);
+    char path[1200];
+    snprintf(path, sizeof path, "%s/%s.safetensors", dftest_out_dir(), name);
     df_error_t err = {0};
     df_model_t *m = NULL;
     DF_CHECK_MSG(df_rigged_write(&d, path, &err) == DF_OK, "%s", err.msg);

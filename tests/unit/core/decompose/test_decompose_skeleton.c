@@ -193,9 +193,8 @@ static void test_chain_skeleton(void)
         fprintf(stderr, "chain: FK of the local TRS vs T·bind: max %.3g\n", e);
         DF_CHECK(e < 1e-5);
         /* the written model, through the rigged kind, replays the fit */
-        const char *dir = getenv("DF_TEST_OUT");
-        char path[1024];
-        snprintf(path, sizeof path, "%s/decompose_rig.safetensors", dir ? dir : "/tmp");
+        char path[1200];
+        snprintf(path, sizeof path, "%s/decompose_rig.safetensors", dftest_out_dir());
         df_model_t *m = NULL;
         rc = df_decompose_write_rig(r, s, c.T, c.tris, NULL, "fit", path, &err);
         DF_CHECK_MSG(rc == DF_OK, "%s", err.msg);

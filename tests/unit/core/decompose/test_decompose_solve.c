@@ -433,9 +433,8 @@ static void normals_match_served(int kind)
     seq_t s;
     make_tube(&s, 24, 10, 4, 8, 0.8, kind == DF_DECOMPOSE_RIGID ? 0 : 0.2);
     df_decompose_result_t *r = fit(&s, 4, 3, kind, 5);
-    const char *dir = getenv("DF_TEST_OUT");
-    char path[1024];
-    snprintf(path, sizeof path, "%s/decompose_%s_normals.safetensors", dir ? dir : "/tmp",
+    char path[1200];
+    snprintf(path, sizeof path, "%s/decompose_%s_normals.safetensors", dftest_out_dir(),
              df_decompose_transforms_name(kind));
     df_error_t err = {0};
     df_model_t *m = NULL;

@@ -178,13 +178,8 @@ static int write_src(const src_t *s, const char *path, int variant)
 
 static const char *tmp_path(const char *name)
 {
-    static char buf[1024];
-    const char *d = getenv("DF_TEST_OUT");
-    if (!d || !*d) d = "build/test-out";
-    char cmd[1100];
-    snprintf(cmd, sizeof cmd, "mkdir -p '%s'", d);
-    if (system(cmd) != 0) {}
-    snprintf(buf, sizeof buf, "%s/garment_%s.safetensors", d, name);
+    static char buf[1200];
+    snprintf(buf, sizeof buf, "%s/garment_%s.safetensors", dftest_out_dir(), name);
     return buf;
 }
 

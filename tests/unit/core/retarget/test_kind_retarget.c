@@ -648,11 +648,7 @@ static void test_bad_poses(void)
 
 int main(void)
 {
-    snprintf(dir, sizeof dir, "%s", getenv("DF_TEST_OUT") ? getenv("DF_TEST_OUT") : "build/test-out");
-    char cmd[400];
-    snprintf(cmd, sizeof cmd, "mkdir -p %s/retarget", dir);
-    if (system(cmd) != 0) return 1;
-    strncat(dir, "/retarget", sizeof dir - strlen(dir) - 1);
+    snprintf(dir, sizeof dir, "%s", dftest_out_dir());
     snprintf(good, sizeof good, "%s/good.safetensors", dir);
     make_data();
     knobs_t k;

@@ -12,11 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *outdir(void)
-{
-    const char *d = getenv("DF_TEST_OUT");
-    return d ? d : "/tmp";
-}
+static const char *outdir(void) { return dftest_out_dir(); }
 
 static df_refrig_t *tiny(int mush, int jc)
 {

@@ -68,7 +68,7 @@ static int same_file(const char *a, const char *b)
 }
 
 /* n poses of the tiny reference rig with this seed (influence from
- * `influence` poses) written to DF_TEST_OUT/name. */
+ * `influence` poses) written to dftest_out_dir()/name. */
 static int make_dataset_n(int n, uint64_t seed, int influence, const char *name)
 {
     df_refrig_opts_t o;
@@ -1235,8 +1235,7 @@ static void test_add_anchors(void)
 
 int main(void)
 {
-    const char *o = getenv("DF_TEST_OUT");
-    snprintf(dir, sizeof dir, "%s", o ? o : "/tmp");
+    snprintf(dir, sizeof dir, "%s", dftest_out_dir());
     if (make_dataset()) {
         printf("FAIL make_dataset\n");
         return 1;

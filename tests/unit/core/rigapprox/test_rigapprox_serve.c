@@ -325,8 +325,7 @@ static void test_batch1_equals_batch8(void)
 
 int main(void)
 {
-    const char *o = getenv("DF_TEST_OUT");
-    snprintf(dir, sizeof dir, "%s", o ? o : "/tmp");
+    snprintf(dir, sizeof dir, "%s", dftest_out_dir());
     DF_RUN(test_packed_layers_match_double);
     DF_RUN(test_packed_batch_matches_double_and_gemm);
     DF_RUN(test_matvec3_matches_double);

@@ -35,17 +35,8 @@ static double srand1(void) { return 2.0 * urand() - 1.0; }
 
 static char *tmp_path(const char *name)
 {
-    static char buf[1024];
-    const char *d = getenv("DF_TEST_OUT");
-    if (!d || !*d) d = "build/test-out";
-    static int made;
-    if (!made) {
-        char cmd[1100];
-        snprintf(cmd, sizeof cmd, "mkdir -p '%s'", d);
-        if (system(cmd) != 0) {}
-        made = 1;
-    }
-    snprintf(buf, sizeof buf, "%s/rigged_%s.safetensors", d, name);
+    static char buf[1200];
+    snprintf(buf, sizeof buf, "%s/rigged_%s.safetensors", dftest_out_dir(), name);
     return buf;
 }
 

@@ -53,13 +53,8 @@ static int make_model(void)
     d.n_morphs = M;
     d.morph_deltas = deltas;
     for (size_t i = 0; i < (size_t)M * N * 3; i++) deltas[i] = urand();
-    const char *o = getenv("DF_TEST_OUT");
-    char path[1024];
-    snprintf(path, sizeof path, "%s/rigged_gemm_%d.safetensors", o && *o ? o : "build/test-out",
-             (int)getpid());
-    char cmd[1100];
-    snprintf(cmd, sizeof cmd, "mkdir -p '%s'", o && *o ? o : "build/test-out");
-    if (system(cmd)) {}
+    char path[1200];
+    snprintf(path, sizeof path, "%s/rigged_gemm.safetensors", dftest_out_dir());
     df_error_t e = {0};
     int rc = df_rigged_write(&d, path, &e);
     free(tri);
