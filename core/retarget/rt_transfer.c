@@ -107,6 +107,24 @@ static int lu_solve(double *A, int64_t n, double *B, int64_t nrhs)
     return 0;
 }
 
+/* the warp's system through n centres p [n,3], (n+4) x (n+4), zeroed by the
+ * caller: |p_i - p_j| bordered by the affine part [1 x y z] (symmetric) */
+static void rbf_system(const float *p, int64_t n, double *A)
+{
+    const int64_t m = n + 4;
+    for (int64_t i = 0; i < n; i++) {
+        double a[3];
+        fget(p, i, a);
+        for (int64_t j = 0; j < n; j++) {
+            double b[3], e[3];
+            fget(p, j, b), sub3(a, b, e);
+            A[i * m + j] = sqrt(dot3(e, e));
+        }
+        const double P[4] = {1, a[0], a[1], a[2]};
+        for (int k = 0; k < 4; k++) A[i * m + n + k] = A[(n + k) * m + i] = P[k];
+    }
+}
+
 /* the warp through n centres (the first L the landmarks, checked for
  * coincident pairs; the others distinct source vertices), interpolating */
 static int rbf_fit_n(const float *src, const float *dst, int64_t L, int64_t n, double *coef,
@@ -132,18 +150,9 @@ static int rbf_fit_n(const float *src, const float *dst, int64_t L, int64_t n, d
     double *A = calloc((size_t)(m * m), sizeof(double));
     if (!A) return E_(DF_ENOMEM, "out of memory");
     for (int64_t i = 0; i < m * 3; i++) coef[i] = 0;
-    for (int64_t i = 0; i < n; i++) {
-        double a[3];
-        fget(src, i, a);
-        for (int64_t j = 0; j < n; j++) {
-            double b[3], e[3];
-            fget(src, j, b), sub3(a, b, e);
-            A[i * m + j] = sqrt(dot3(e, e));
-        }
-        double P[4] = {1, a[0], a[1], a[2]};
-        for (int k = 0; k < 4; k++) A[i * m + n + k] = A[(n + k) * m + i] = P[k];
+    rbf_system(src, n, A);
+    for (int64_t i = 0; i < n; i++)
         for (int d = 0; d < 3; d++) coef[i * 3 + d] = dst[3 * i + d];
-    }
     int rc = lu_solve(A, m, coef, 3);
     free(A);
     if (rc)
@@ -667,18 +676,8 @@ static int correspond(const df__rt_mesh_t *s, const df__rt_mesh_t *t, const doub
         rc = E_(DF_ENOMEM, "out of memory");
         goto done;
     }
-    for (int64_t i = 0; i < n; i++) {
-        double a[3];
-        fget(cen, i, a);
-        for (int64_t j = 0; j < n; j++) {
-            double b[3], e[3];
-            fget(cen, j, b), sub3(a, b, e);
-            S[i * m + j] = sqrt(dot3(e, e));
-        }
-        double P[4] = {1, a[0], a[1], a[2]};
-        for (int k = 0; k < 4; k++) S[i * m + n + k] = S[(n + k) * m + i] = P[k];
-        B[i * m + i] = 1; /* column-major m x n identity */
-    }
+    rbf_system(cen, n, S);
+    for (int64_t i = 0; i < n; i++) B[i * m + i] = 1; /* column-major m x n identity */
     {
         int mi = (int)m, ni = (int)n, info = 0;
         dgesv_(&mi, &ni, S, &mi, ipiv, B, &mi, &info);
