@@ -546,11 +546,14 @@ static const float *prev_state(const df__rt_t *r, const df_batch_t *b, int p)
     return sv;
 }
 
-/* the bounded solve's sets of weights w */
-static void prev_sets(const float *w, int64_t Ms, float hi, uint8_t *sets)
+/* the bounded solve's sets of n weights w (unit: the upper bound 1 holds);
+ * branch-free: the signs are random */
+static void sets_of(const float *w, size_t n, int unit, uint8_t *sets)
 {
-    for (int64_t i = 0; i < Ms; i++)
-        sets[i] = w[i] <= 0.0f ? DF_RT_AT_LO : w[i] >= hi ? DF_RT_AT_HI : DF_RT_FREE;
+    for (size_t i = 0; i < n; i++) {
+        const int lo = w[i] <= 0.0f, up = unit & (w[i] >= 1.0f);
+        sets[i] = (uint8_t)(DF_RT_FREE - 2 * lo - (up & !lo)); /* LO 0, HI 1, FREE 2 */
+    }
 }
 
 static int check_finite(const float *x, int64_t n, int p, const char *name, df_error_t *err)
@@ -671,13 +674,8 @@ static int rt_evaluate(const df_model_t *m, const df_batch_t *b, void *scratch,
             /* warm start: the sets of the unconstrained solutions G^-1 b,
              * one GEMM for the batch */
             gemm(0, (int)Ms, nm, (int)Ms, r->Ginv, (int)Ms, RHS, Wm);
-            /* branch-free: the signs are random */
             const int unit = r->bounds == DF_RT_UNIT;
-            for (size_t i = 0; i < (size_t)Ms * nm; i++) {
-                const int lo = Wm[i] <= 0.0f, up = unit & (Wm[i] >= 1.0f);
-                /* AT_LO 0, AT_HI 1, FREE 2 */
-                sets[i] = (uint8_t)(2 - 2 * lo - (up & !lo));
-            }
+            sets_of(Wm, (size_t)Ms * nm, unit, sets);
             /* a sequence's previous frame (state: its solved weights, then
              * which start to take): with clean markers its sets are a
              * change or two from this frame's, where the signs above are
@@ -685,11 +683,10 @@ static int rt_evaluate(const df_model_t *m, const df_batch_t *b, void *scratch,
              * frame and the signs are the better start. Each frame
              * compares both starts with its own final sets and the state
              * says which to take next (below). */
-            const float hi = unit ? 1.0f : INFINITY;
             memcpy(cold, sets, (size_t)Ms * nm);
             for (int q = 0; q < nm; q++) {
                 const float *sv = prev_state(r, b, mk[q]);
-                if (sv && sv[Ms] > 0.5f) prev_sets(sv, Ms, hi, sets + (size_t)q * Ms);
+                if (sv && sv[Ms] > 0.5f) sets_of(sv, (size_t)Ms, unit, sets + (size_t)q * Ms);
             }
         }
         for (int q = 0; q < nm; q++) {
@@ -721,14 +718,14 @@ static int rt_evaluate(const df_model_t *m, const df_batch_t *b, void *scratch,
      * they were at most half as far from this frame's final sets as the
      * signs were (a sequence's first frame: try them) */
     if (r->out_state >= 0 && b->out[r->out_state] && nm > 0 && r->bounds != DF_RT_NONE) {
-        const float hi = r->bounds == DF_RT_UNIT ? 1.0f : INFINITY;
+        const int unit = r->bounds == DF_RT_UNIT;
         for (int q = 0; q < nm; q++) {
             const float *sv = prev_state(r, b, mk[q]);
             const uint8_t *sq = sets + (size_t)q * Ms, *cq = cold + (size_t)q * Ms;
             int64_t nc = 0, nw = 0;
             for (int64_t i = 0; i < Ms; i++) nc += sq[i] != cq[i];
             if (sv) {
-                prev_sets(sv, Ms, hi, sets0);
+                sets_of(sv, (size_t)Ms, unit, sets0);
                 for (int64_t i = 0; i < Ms; i++) nw += sq[i] != sets0[i];
             }
             next[q] = !sv || 2 * nw < nc;
