@@ -15,19 +15,12 @@
  *    iteration; stop on max_iterations, target_erms, or when the relative
  *    improvement stays below tol for `patience` iterations.
  */
+#include "base/clock.h"
 #include "decompose/decompose_internal.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + 1e-9 * ts.tv_nsec;
-}
 
 void df_decompose_opts_default(df_decompose_opts_t *o)
 {
@@ -284,7 +277,7 @@ static void report(df__dc_t *d, int it, const char *step, double erms, double t0
 {
     if (!d->o.progress) return;
     df_decompose_progress_t p = {.iteration = it, .max_iterations = d->o.max_iterations,
-                                 .step = step, .erms = erms, .seconds = now_s() - t0,
+                                 .step = step, .erms = erms, .seconds = df__now_s() - t0,
                                  .eta_seconds = iter_avg * (d->o.max_iterations - it),
                                  .weight_seconds = ws, .transform_seconds = ts};
     d->o.progress(d->o.progress_user, &p);
@@ -319,7 +312,7 @@ int df_decompose_fit(const df_decompose_input_t *in, const df_decompose_opts_t *
     if (o.init == DF_DECOMPOSE_INIT_NETWORK && !o.init_net)
         return df_error_set(err, DF_EINVAL, "decompose: network initialisation without a network "
                                             "(load its weights first)");
-    const double t0 = now_s();
+    const double t0 = df__now_s();
     df__dc_t D, *d = &D;
     memset(d, 0, sizeof D);
     d->o = o;
@@ -441,29 +434,29 @@ int df_decompose_fit(const df_decompose_input_t *in, const df_decompose_opts_t *
         goto fail;
     }
     double erms = sqrt(df__dc_error(d) / (double)(N * F3));
-    st.init_seconds = now_s() - t0;
+    st.init_seconds = df__now_s() - t0;
     st.erms_init = st.erms_history[0] = erms;
     st.weight_seconds_history[0] = st.init_seconds;
     report(d, 0, "init", erms, t0, 0, st.init_seconds, 0);
 
     double best = erms;
     int stall = 0, it = 0;
-    const double loop_t0 = now_s();
+    const double loop_t0 = df__now_s();
     while (rc == DF_OK && it < o.max_iterations && erms > o.target_erms) {
         it++;
-        double a = now_s();
+        double a = df__now_s();
         df__dc_weights_step(d);
-        double b = now_s();
+        double b = df__now_s();
         rc = df__dc_transforms_step(d, err);
         if (rc) break;
-        double c = now_s();
+        double c = df__now_s();
         double e2 = df__dc_error(d);
         if (o.reseed_every > 0 && it % o.reseed_every == 0 && it + 2 < o.max_iterations) {
             int acc = df__dc_reseed(d, &e2, err);
             if (acc < 0) { rc = acc; break; }
             st.reseeds_tried++;
             st.reseeds_accepted += acc;
-            c = now_s(); /* the attempt's time counts as transforms time */
+            c = df__now_s(); /* the attempt's time counts as transforms time */
         }
         erms = sqrt(e2 / (double)(N * F3));
         st.weight_seconds += b - a;
@@ -471,7 +464,7 @@ int df_decompose_fit(const df_decompose_input_t *in, const df_decompose_opts_t *
         st.erms_history[it] = erms;
         st.weight_seconds_history[it] = b - a;
         st.transform_seconds_history[it] = c - b;
-        report(d, it, "iteration", erms, t0, (now_s() - loop_t0) / it, b - a, c - b);
+        report(d, it, "iteration", erms, t0, (df__now_s() - loop_t0) / it, b - a, c - b);
         if (erms > best * (1 - o.tol)) stall++;
         else stall = 0;
         if (erms < best) best = erms;
@@ -530,7 +523,7 @@ int df_decompose_fit(const df_decompose_input_t *in, const df_decompose_opts_t *
                 m[4 * r + 3] = (float)t;
             }
         }
-    res->stats.total_seconds = now_s() - t0;
+    res->stats.total_seconds = df__now_s() - t0;
     dc_free(d);
     *out = res;
     return DF_OK;

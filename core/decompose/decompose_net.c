@@ -4,6 +4,7 @@
  * prototype loss, training, scoring, k-means, the weights file.
  * Design in decompose_net.h and docs/decompose.md.
  */
+#include "base/clock.h"
 #include "decompose/decompose_net.h"
 #include "math/nn.h"
 #include "math/nn_conv.h"
@@ -13,7 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 struct df_decompose_net {
     int frames, n_conv;
@@ -409,13 +409,6 @@ void df_decompose_net_train_opts_default(df_decompose_net_train_opts_t *o)
     o->report_every = 100;
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + 1e-9 * ts.tv_nsec;
-}
-
 /* uniform random rotation (quaternion of 4 normals), optional reflection,
  * times a scale */
 static void random_map(df_rng_t *r, int augment, double A[9])
@@ -511,7 +504,7 @@ int df_decompose_net_train(df_decompose_net_t *net, int n, const df_decompose_ne
         if (!rc) rc = df_mlp_opt_init(&opt, net->mlp, 1, o->lr, err);
     }
     df_rng_t rng = {o->seed * 0x9E3779B97F4A7C15ULL + 7};
-    double t0 = now_s(), lsum = 0;
+    double t0 = df__now_s(), lsum = 0;
     int64_t lcount = 0;
     for (int64_t step = 0; step < o->steps && !rc; step++) {
         /* a character, then one of its sequences */
@@ -564,7 +557,7 @@ int df_decompose_net_train(df_decompose_net_t *net, int n, const df_decompose_ne
         lcount++;
         if (o->progress && o->report_every > 0 &&
             ((step + 1) % o->report_every == 0 || step + 1 == o->steps)) {
-            double el = now_s() - t0;
+            double el = df__now_s() - t0;
             df_decompose_net_progress_t p = {step + 1, o->steps, lsum / lcount, el,
                                              el / (step + 1) * (o->steps - step - 1)};
             o->progress(o->progress_user, &p);

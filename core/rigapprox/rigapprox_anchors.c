@@ -15,6 +15,7 @@
  * on the differential coordinates) does not depend on the anchors. The
  * model file format is unchanged (more entries in anchor_vertices and
  * anchor/<a>/...). */
+#include "base/clock.h"
 #include "df.h"
 #include "math/nn.h"
 #include "rigapprox/rigapprox.h"
@@ -25,14 +26,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 void df_raanchor_opts_default(df_raanchor_opts_t *o)
 {
@@ -333,7 +326,7 @@ int df_rigapprox_add_anchors(const char *model_path, const df_rigdata_t *d, cons
         for (int l = 1; l < L; l++) dims[l] = 64;
         dims[L] = 3;
     }
-    double hgt = d->height > 0 ? d->height : 1, rad = o->radius * hgt, t0 = now_s();
+    double hgt = d->height > 0 ? d->height : 1, rad = o->radius * hgt, t0 = df__now_s();
     const char *cur = model_path;
     for (int round = 0; round <= o->rounds; round++) {
         double mean = 0, mx = 0;
@@ -341,7 +334,7 @@ int df_rigapprox_add_anchors(const char *model_path, const df_rigdata_t *d, cons
         if ((rc = aa_errors(&t, cur, vmax, &mean, &mx, &wv, err))) goto done;
         if (o->verbose)
             fprintf(stderr, "add-anchors: %lld anchors: training set mean %.4f %%  max %.3f %% (vertex %lld)  %.0f s\n",
-                    (long long)t.A, 100 * mean / hgt, 100 * mx / hgt, (long long)wv, now_s() - t0);
+                    (long long)t.A, 100 * mean / hgt, 100 * mx / hgt, (long long)wv, df__now_s() - t0);
         if (round == o->rounds) break;
         int64_t want = (Amax - t.A + (o->rounds - round) - 1) / (o->rounds - round);
         int64_t first = t.A;
@@ -388,7 +381,7 @@ int df_rigapprox_add_anchors(const char *model_path, const df_rigdata_t *d, cons
         cur = out_path;
         if (o->verbose)
             fprintf(stderr, "add-anchors: round %d/%d: %lld anchors added (%lld in all), networks trained  %.0f s\n",
-                    round + 1, o->rounds, (long long)(t.A - first), (long long)t.A, now_s() - t0);
+                    round + 1, o->rounds, (long long)(t.A - first), (long long)t.A, df__now_s() - t0);
         if (t.A == first) break; /* no eligible vertex left */
     }
 done:

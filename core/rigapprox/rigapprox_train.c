@@ -27,6 +27,7 @@
  *    seed, the checkpoint holds the networks and optimiser state).
  * 6. Export: standardisation folded into the last layers / basis.
  */
+#include "base/clock.h"
 #include "math/laplacian.h"
 #include "math/nn.h"
 #include "rigapprox/rigapprox.h"
@@ -36,7 +37,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 void dsyev_(const char *jobz, const char *uplo, const int *n, double *a, const int *lda,
             double *w, double *work, const int *lwork, int *info);
@@ -63,13 +63,6 @@ void df_ratrain_opts_default(df_ratrain_opts_t *o)
     o->seed = 1;
     o->checkpoint_every = 10;
     o->verbose = 1;
-}
-
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec * 1e-9;
 }
 
 /* Symmetric eigen-decomposition of k x k (row = column major). Ascending. */
@@ -173,7 +166,7 @@ typedef struct tr {
     df_mlp_t **an, **an_g, **an_best;
     df_mlp_opt_t *aopt;
     double *a_best;             /* [A] best validation loss per anchor */
-    double t_start;             /* now_s() at the start of training (time limit) */
+    double t_start;             /* df__now_s() at the start of training (time limit) */
 } tr_t;
 
 static void tr_free(tr_t *t)
@@ -1311,7 +1304,7 @@ static int finetune_positions(tr_t *t, double *before, double *after, df_error_t
     if ((rc = df_mlp_opt_init(&opt, t->net, o->adam, o->lr, err))) goto done;
     df_rng_t rr = {o->seed * 0x2545f4914f6cdd1dULL + 3};
     for (int64_t i = 0; i < N; i++) rows[i] = i;
-    double best = INFINITY, t0 = now_s();
+    double best = INFINITY, t0 = df__now_s();
     for (int e = 0; e <= o->pos_epochs; e++) {
         /* e = 0: validation only (the starting point) */
         if (e > 0) {
@@ -1363,11 +1356,11 @@ static int finetune_positions(tr_t *t, double *before, double *after, df_error_t
             df_mlp_copy(t->net_best, t->net);
         }
         if (o->verbose && e > 0) {
-            double per = (now_s() - t0) / e;
+            double per = (df__now_s() - t0) / e;
             fprintf(stderr, "position epoch %3d/%d  mean vertex error train %.5g val %.5g (start %.5g)  %.2f s/epoch  ETA %.0f s\n",
                     e, o->pos_epochs, ec[0] ? es[0] / ec[0] : 0, ve, *before, per, per * (o->pos_epochs - e));
         }
-        if (o->time_limit_s > 0 && e > 0 && now_s() - t->t_start > o->time_limit_s) {
+        if (o->time_limit_s > 0 && e > 0 && df__now_s() - t->t_start > o->time_limit_s) {
             if (o->verbose) fprintf(stderr, "train: time limit reached (position fine-tuning)\n");
             break;
         }
@@ -1410,7 +1403,7 @@ int df_rigapprox_train(const df_rigdata_t *d, const df_ratrain_opts_t *o,
                        const char *out_path, df_ratrain_report_t *rep,
                        df_error_t *err)
 {
-    double t0 = now_s();
+    double t0 = df__now_s();
     tr_t t;
     memset(&t, 0, sizeof t);
     t.d = d, t.o = o, t.t_start = t0;
@@ -1487,7 +1480,7 @@ int df_rigapprox_train(const df_rigdata_t *d, const df_ratrain_opts_t *o,
     if (o->verbose)
         fprintf(stderr, "train: %s, %lld train + %lld validation poses, %lld vertices, %lld features, %lld PCs, %lld anchors (%.1f s)\n",
                 df_ramodel_variant_name(o->variant), (long long)t.ntr, (long long)t.nval, (long long)t.V,
-                (long long)t.F, (long long)t.P, (long long)t.A, now_s() - t0);
+                (long long)t.F, (long long)t.P, (long long)t.A, df__now_s() - t0);
     if ((o->variant == DF_RA_OURS || o->variant == DF_RA_LOCAL) && !o->no_linear && (rc = fit_linear(&t, err)))
         goto done;
     if (o->variant == DF_RA_OURS && (rc = anchor_targets(&t, err))) goto done;
@@ -1510,7 +1503,7 @@ int df_rigapprox_train(const df_rigdata_t *d, const df_ratrain_opts_t *o,
                 if (o->verbose) fprintf(stderr, "train: resumed from %s at epoch %d\n", o->checkpoint, cs.epoch);
             }
         }
-        double te = now_s();
+        double te = df__now_s();
         int e0 = cs.epoch;
         for (int e = cs.epoch; e < o->epochs; e++) {
             df_rng_t rr = {cs.rng};
@@ -1548,7 +1541,7 @@ int df_rigapprox_train(const df_rigdata_t *d, const df_ratrain_opts_t *o,
             }
             cs.bad = improved ? 0 : cs.bad + 1;
             cs.epoch = e + 1;
-            double el = now_s() - te, per = el / (e + 1 - e0);
+            double el = df__now_s() - te, per = el / (e + 1 - e0);
             if (o->verbose)
                 fprintf(stderr, "epoch %4d/%d  diff L1 %.4g val %.4g  anchor L2 %.4g val %.4g  %.2f s/epoch  ETA %.0f s\n",
                         e + 1, o->epochs, ld, vd, la, va, per, per * (o->epochs - e - 1));
@@ -1558,7 +1551,7 @@ int df_rigapprox_train(const df_rigdata_t *d, const df_ratrain_opts_t *o,
                 if (o->verbose) fprintf(stderr, "train: early stop, no validation improvement for %d epochs\n", cs.bad);
                 break;
             }
-            if (o->time_limit_s > 0 && now_s() - t0 > o->time_limit_s) {
+            if (o->time_limit_s > 0 && df__now_s() - t0 > o->time_limit_s) {
                 if (o->verbose) fprintf(stderr, "train: time limit reached\n");
                 if (o->checkpoint && (rc = ck_save(&t, &cs, err))) { free(buf), free(rows); goto done; }
                 break;
@@ -1586,7 +1579,7 @@ int df_rigapprox_train(const df_rigdata_t *d, const df_ratrain_opts_t *o,
     }
     rc = export_model(&t, out_path, err);
     if (rep) {
-        rep->seconds = now_s() - t0;
+        rep->seconds = df__now_s() - t0;
         rep->n_train = t.ntr, rep->n_val = t.nval, rep->n_pca = t.P, rep->n_anchors = t.A;
     }
 done:
