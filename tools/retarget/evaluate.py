@@ -2,9 +2,10 @@
 """evaluate.py — the retargeting results of docs/retarget.md, reproducibly.
 
     tools/retarget/evaluate.py --work DIR [--bin bin] [--data tests/data/ict]
-                               [--frames 1000] [--only t2]
-                               [--ict DIR --t2-identity C1,..,C8 --t2-ratio R
-                                [--blender BIN]]
+                               [--frames 1000] [--only all|t1|t2]
+                               [--ict DIR [--t2-identity C1,..,C8]
+                                [--t2-ratio R] [--blender BIN]
+                                [--t1-identity C1,..,C8] [--t1-rig a|b]]
 
 DESIGN
 Builds everything from the committed reduced ICT copy into DIR (the rigs and
@@ -30,12 +31,16 @@ without the "seam vertices", those whose true source triangle faces more
 than 60 degrees away from the vertex's own normal (decimation left them on
 the other lip: no correspondence that respects T2's surface can find their
 truth); the methods' formulas applied with the exact correspondence.
---only t2 prints the T2 tables alone. --ict DIR (the ICT-FaceKit light
-subset make_data.py reduce reads) with --t2-identity and --t2-ratio makes
-another T2-like target first (make_data.py's T2 recipe with those identity
-coefficients and decimation ratio; Blender) into DIR/data under --work and
-evaluates that one.
-Needs Debian's python3 and python3-numpy only (and Blender for --ict).
+--only t1 / t2 prints the T1 / T2 tables alone.
+
+Targets the methods were not built on: --ict DIR (the ICT-FaceKit light
+subset make_data.py reduce reads) makes a copy of --data under DIR/data
+with other targets and evaluates those. With --t1-identity or --t1-rig:
+another T1 (those identity coefficients, make_data.py's rig recipe "a" or
+another artist's "b": other kept names, merges, combinations and style
+shapes), its corresponding poses drawn anew. Unless --only t1: another T2
+(make_data.py's T2 recipe with --t2-identity and --t2-ratio; Blender).
+Needs Debian's python3 and python3-numpy only (and Blender for a new T2).
 """
 import argparse
 import os
@@ -157,19 +162,31 @@ def t2_exact(D):
 
 
 def make_variant(a, out):
-    """a copy of --data whose T2 is make_data.py's recipe with other identity
-    coefficients and decimation ratio"""
-    coef = [float(x) for x in a.t2_identity.split(",")]
+    """a copy of --data with another T1 (--t1-identity, --t1-rig) and, unless
+    --only t1, another T2 (--t2-identity, --t2-ratio): make_data.py's
+    recipes"""
+    new_t1 = a.t1_identity is not None or a.t1_rig is not None
+    new_t2 = a.only != "t1"
     os.makedirs(out, exist_ok=True)
     for f in os.listdir(a.data):
-        if not f.startswith("t2_"):
+        if not ((new_t2 and f.startswith("t2_")) or
+                (new_t1 and (f.startswith("t1_") or f.startswith("clone_")))):
             shutil.copy(os.path.join(a.data, f), out)
     neutral = np.load(os.path.join(a.ict, "neutral.npy")).astype(np.float32)
     ident = np.load(os.path.join(a.ict, "identities.npy")).astype(np.float32)
-    quads = np.load(os.path.join(a.ict, "quads.npy")).astype(np.int32)
-    lm = [int(i) for i in make_data.read_names(os.path.join(a.ict, "landmarks68.txt"))]
-    make_data.T2_IDENTITY, make_data.T2_RATIO = coef, a.t2_ratio
-    make_data.make_t2(neutral, ident, quads, lm, out, a.blender)
+    if new_t1:
+        coef = (make_data.T1_IDENTITY if a.t1_identity is None else
+                [float(x) for x in a.t1_identity.split(",")])
+        names = make_data.read_names(os.path.join(a.ict, "expression_names.txt"))
+        expr = np.load(os.path.join(a.ict, "expressions.npy")).astype(np.float16)
+        make_data.make_t1(neutral, ident, expr.astype(np.float32), names, out, coef,
+                          a.t1_rig or "a", 18)
+    if new_t2:
+        quads = np.load(os.path.join(a.ict, "quads.npy")).astype(np.int32)
+        lm = [int(i) for i in make_data.read_names(os.path.join(a.ict, "landmarks68.txt"))]
+        make_data.T2_IDENTITY = [float(x) for x in a.t2_identity.split(",")]
+        make_data.T2_RATIO = a.t2_ratio
+        make_data.make_t2(neutral, ident, quads, lm, out, a.blender)
 
 
 def main():
@@ -179,12 +196,16 @@ def main():
     ap.add_argument("--data", default="tests/data/ict")
     ap.add_argument("--frames", type=int, default=1000)
     ap.add_argument("--components", type=int, default=20)
-    ap.add_argument("--only", choices=("all", "t2"), default="all")
-    ap.add_argument("--ict", help="ICT-FaceKit light subset: make another T2 from it")
+    ap.add_argument("--only", choices=("all", "t1", "t2"), default="all")
+    ap.add_argument("--ict", help="ICT-FaceKit light subset: make other targets from it")
     ap.add_argument("--t2-identity", default="1.2,1.5,-0.9,-1.0,0.6,0.8,-0.5,0.3")
     ap.add_argument("--t2-ratio", type=float, default=0.3)
     ap.add_argument("--blender", default="blender")
+    ap.add_argument("--t1-identity", help="another T1: its identity coefficients (with --ict)")
+    ap.add_argument("--t1-rig", choices=("a", "b"), help="another T1: its rig recipe (with --ict)")
     a = ap.parse_args()
+    if (a.t1_identity or a.t1_rig) and not a.ict:
+        ap.error("--t1-identity and --t1-rig need --ict")
     W_ = a.work
     dform = os.path.join(a.bin, "deform")
     w = lambda n: os.path.join(W_, n)
@@ -205,7 +226,6 @@ def main():
 
     D = make_data.load_reduced(a.data)
     Wt = np.load(w("perf_test_weights.npy"))
-    F = len(Wt)
     height_mm = 10 * float(open(w("face_height.txt")).read())
 
     def apply(model, inp_kind, inp, params=None):
@@ -216,9 +236,10 @@ def main():
         run(*cmd)
         return np.load(w("p.npy")), np.load(w("tw.npy")), np.load(w("sw.npy"))
 
-    if a.only == "all":
+    if a.only != "t2":
         t1_tables(a, D, W_, dform, build, apply, src, t1, lm, poses, Wt, height_mm)
-    t2_tables(D, w, dform, build, apply, src, lm, Wt, height_mm)
+    if a.only != "t1":
+        t2_tables(D, w, dform, build, apply, src, lm, Wt, height_mm)
 
 
 def t1_tables(a, D, W_, dform, build, apply, src, t1, lm, poses, Wt, height_mm):
@@ -261,7 +282,8 @@ def t1_tables(a, D, W_, dform, build, apply, src, t1, lm, poses, Wt, height_mm):
         return s
 
     print("Held-out performance: %d frames (seed 2), face height %.1f mm, target T1 "
-          "(11248 vertices, 25 shapes).\n" % (F, height_mm))
+          "(%d vertices, %d shapes).\n" % (F, height_mm, len(D["t1_neutral"]),
+                                           len(D["t1_names"])))
     print(names_out.strip().splitlines()[0] + "\n")
     print("### Known source weights -> T1\n")
     print("| method | mean mm | max mm | mean % | max % |")

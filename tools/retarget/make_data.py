@@ -52,7 +52,10 @@ combinations of the styled deltas (left/right merged, combined shapes, one
 exaggerated asymmetric "smirk"), so T1's 25 shapes correspond one to one to
 none of the 55 source shapes except the 8 kept names. The truth for source
 weights w is T1 neutral + sum_j w_j d'_j, which T1's rig can only
-approximate. The corresponding poses of the cloning method are what an
+approximate. make_t1 makes a T1 from identity coefficients and a rig
+recipe: "a" (the committed T1) or "b" (another artist's: other kept names,
+merges, combinations and style shapes; tools/retarget/evaluate.py
+--t1-rig b). The corresponding poses of the cloning method are what an
 artist would make: for each source pose (every shape alone, then random
 sparse combinations) the T1 weights in [0,1] whose mesh best fits the
 truth on the face area (bounded least squares, FISTA to convergence).
@@ -107,6 +110,42 @@ T1_COMBOS = {
                 "mouthDimple_L": 0.42, "noseSneer_L": 0.28},
 }
 
+# Another artist's T1 (recipe "b": tools/retarget/evaluate.py --t1-rig b),
+# for checking the methods on a rig they were not built on: other kept
+# names, other merges, other combinations (some source controls have no
+# counterpart at all: eye look in/out, dimples, stretch), an exaggerated
+# asymmetric frown and snarl, subdued cheeks, a weaker jaw.
+T1B_STYLE = [
+    ("mouthFrown_", (1.4, -0.4)),  # asymmetric, exaggerated frown
+    ("cheek", (0.7, 0.0)),         # subdued cheeks
+    ("eye", (1.1, 0.0)),
+    ("jaw", (0.9, 0.0)),
+]
+T1B_KEPT = ["jawOpen", "jawForward", "mouthClose", "mouthFunnel",
+            "mouthPucker", "mouthRollLower", "mouthRollUpper",
+            "mouthShrugUpper"]
+T1B_MERGED = ["eyeBlink", "eyeSquint", "eyeWide", "browDown", "browOuterUp",
+              "mouthSmile", "mouthPress", "mouthLowerDown", "mouthUpperUp"]
+T1B_COMBOS = {
+    "browRaise": {"browInnerUp_L": 1, "browInnerUp_R": 1,
+                  "browOuterUp_L": 0.5, "browOuterUp_R": 0.5},
+    "mouthSide_L": {"mouthLeft": 1, "jawLeft": 0.3},
+    "mouthSide_R": {"mouthRight": 1, "jawRight": 0.3},
+    "disgust": {"noseSneer_L": 1, "noseSneer_R": 1, "mouthUpperUp_L": 0.6,
+                "mouthUpperUp_R": 0.6, "cheekSquint_L": 0.3,
+                "cheekSquint_R": 0.3},
+    "puff": {"cheekPuff_L": 1, "cheekPuff_R": 1, "mouthClose": 0.3},
+    "sad": {"mouthFrown_L": 1, "mouthFrown_R": 1, "browInnerUp_L": 0.6,
+            "browInnerUp_R": 0.6, "mouthShrugLower": 0.5},
+    "lookUp": {"eyeLookUp_L": 1, "eyeLookUp_R": 1},
+    "lookDown": {"eyeLookDown_L": 1, "eyeLookDown_R": 1},
+    # the exaggerated asymmetric style shape
+    "snarl_R": {"noseSneer_R": 1.5, "mouthUpperUp_R": 1.2,
+                "mouthStretch_R": 0.6, "cheekSquint_R": 0.5},
+}
+T1_RECIPES = {"a": (T1_STYLE, T1_KEPT, T1_MERGED, T1_COMBOS),
+              "b": (T1B_STYLE, T1B_KEPT, T1B_MERGED, T1B_COMBOS)}
+
 
 def log(*a):
     print("make_data:", *a, file=sys.stderr)
@@ -117,22 +156,23 @@ def read_names(path):
         return f.read().split()
 
 
-def t1_rig(names):
-    """T1's shape names and its combination matrix C [25,55]."""
+def t1_rig(names, recipe="a"):
+    """T1's shape names and its combination matrix C [n,55]."""
+    _, kept, merged, combos = T1_RECIPES[recipe]
     idx = {n: i for i, n in enumerate(names)}
     rows, tn = [], []
-    for n in T1_KEPT:
+    for n in kept:
         c = np.zeros(len(names))
         c[idx[n]] = 1
         rows.append(c)
         tn.append(n)
-    for n in T1_MERGED:
+    for n in merged:
         c = np.zeros(len(names))
         c[idx[n + "_L"]] = 1
         c[idx[n + "_R"]] = 1
         rows.append(c)
         tn.append(n)
-    for n, comb in T1_COMBOS.items():
+    for n, comb in combos.items():
         c = np.zeros(len(names))
         for s, k in comb.items():
             c[idx[s]] = k
@@ -141,11 +181,11 @@ def t1_rig(names):
     return tn, np.array(rows)
 
 
-def t1_style(names):
+def t1_style(names, recipe="a"):
     st = np.zeros((len(names), 2), np.float32)
     for i, n in enumerate(names):
         st[i] = (1.0, 0.0)
-        for pre, (s, a) in T1_STYLE:
+        for pre, (s, a) in T1_RECIPES[recipe][0]:
             if n.startswith(pre):
                 st[i] = (s, a)
                 break
@@ -192,6 +232,32 @@ def corresponding_poses(names, src_d, t1_d, style, x, rng, extra=25):
     return V.astype(np.float32), np.array(W, np.float32)
 
 
+def make_t1(neutral, ident, src_d, names, out, identity, recipe, seed):
+    """T1 (t1_*.npy, clone_*.npy into out): the identity coefficients on the
+    ICT identity modes, the rig and style of the recipe, corresponding poses
+    drawn with the seed. Returns the source poses."""
+    o = lambda n: os.path.join(out, n)
+    a = np.zeros(ident.shape[0], np.float32)
+    a[:len(identity)] = identity
+    t1_neutral = neutral + np.tensordot(a, ident, axes=1)
+    np.save(o("t1_neutral.npy"), t1_neutral.astype(np.float32))
+    tn, C = t1_rig(names, recipe)
+    style = t1_style(names, recipe)
+    x = neutral[:, 0]
+    sd = styled_deltas(src_d, style, x)
+    t1_d = np.tensordot(C, sd, axes=1).astype(np.float16)
+    np.save(o("t1_deltas.npy"), t1_d)
+    with open(o("t1_names.txt"), "w") as f:
+        f.write("\n".join(tn) + "\n")
+    np.save(o("t1_style.npy"), style)
+    rng = np.random.default_rng(seed)
+    V, W = corresponding_poses(names, src_d, t1_d.astype(np.float32), style,
+                               x, rng)
+    np.save(o("clone_source.npy"), V)
+    np.save(o("clone_target.npy"), W)
+    return V
+
+
 def cmd_reduce(args):
     d = args.ict
     neutral = np.load(os.path.join(d, "neutral.npy")).astype(np.float32)
@@ -216,28 +282,10 @@ def cmd_reduce(args):
     with open(o("landmarks68.txt"), "w") as f:
         f.write("\n".join(lm) + "\n")
     shutil.copyfile(os.path.join(d, "LICENSE"), o("LICENSE"))
-    # T1: another identity with its own rig
-    a = np.zeros(ident.shape[0], np.float32)
-    a[:len(T1_IDENTITY)] = T1_IDENTITY
-    t1_neutral = neutral + np.tensordot(a, ident, axes=1)
-    np.save(o("t1_neutral.npy"), t1_neutral.astype(np.float32))
-    tn, C = t1_rig(names)
-    style = t1_style(names)
-    x = neutral[:, 0]
-    sd = styled_deltas(src_d, style, x)
-    t1_d = np.tensordot(C, sd, axes=1).astype(np.float16)
-    np.save(o("t1_deltas.npy"), t1_d)
-    with open(o("t1_names.txt"), "w") as f:
-        f.write("\n".join(tn) + "\n")
-    np.save(o("t1_style.npy"), style)
-    rng = np.random.default_rng(18)
-    V, W = corresponding_poses(names, src_d, t1_d.astype(np.float32), style,
-                               x, rng)
-    np.save(o("clone_source.npy"), V)
-    np.save(o("clone_target.npy"), W)
+    V = make_t1(neutral, ident, src_d, names, args.out, T1_IDENTITY, "a", 18)
     make_t2(neutral, ident, quads, [int(i) for i in lm], args.out, args.blender)
-    log("wrote %s: source %d shapes, T1 %d shapes, %d corresponding poses" %
-        (args.out, len(names), len(tn), len(V)))
+    log("wrote %s: source %d shapes, %d corresponding poses" %
+        (args.out, len(names), len(V)))
 
 
 # ------------------------------------------------------------------- T2
