@@ -113,7 +113,8 @@ int64_t df__rt_cholesky(const double *G, int64_t m, double min_pivot,
 void df__rt_chol_solve(const double *L, int64_t m, double *x);
 
 /* Weighted rigid alignment (Horn's quaternion method): R, t minimising
- * sum_i w_i |R x_i + t - y_i|^2, R a proper rotation. x, y: [K,3].
+ * sum_i w_i |R x_i + t - y_i|^2, R a proper rotation. x, y: [K,3]; w: [K],
+ * summing to 1 (the centroids are the weighted sums).
  * R: OUT row-major 3x3, t: OUT [3]. Returns 0, or -1 when the weighted
  * points x (or y) are collinear or coincident: the second largest
  * eigenvalue of their scatter below 1e-10 of the largest (checked only

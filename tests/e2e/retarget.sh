@@ -16,8 +16,13 @@
 # T2 (another topology): expression cloning and deformation transfer closer
 # to the truth than the naive copy (cloning's correspondence alone 2x),
 # served with the names map.
+# Another actor: --marker-rest's rest markers equal a weighted Kabsch of the
+# actor's neutral frames (averaged), and the actor's performance solves to
+# the source performer's weights within 0.02 (the uncalibrated model is 10x
+# off).
 # Refused, with the reason named: p < m corresponding poses, rigs whose names
-# do not match, a duplicated or out-of-range landmark, a truncated model
+# do not match, a duplicated or out-of-range landmark, --marker-rest of the
+# wrong marker count, with NaN or collinear, or without --markers, a truncated model
 # version (skipped by the daemon, which serves the good one), and over HTTP
 # a wrong marker count, NaN markers, collinear and duplicated markers, both
 # inputs in one pose.
@@ -76,6 +81,80 @@ printf '1\n2\n99999\n' >"$T/oor.txt"
 [ $? -eq 1 ] && grep -q "marker 2 is vertex 99999, the source has 11248 vertices" "$T/bad4.log" \
     && ok rt-refuse-landmark-out-of-range || { cat "$T/bad4.log"; fail rt-refuse-landmark-out-of-range; }
 [ ! -e "$T/bad/x/1/model.safetensors" ] && ok rt-bad-builds-write-nothing || fail rt-bad-builds-write-nothing
+
+# another actor: the rest markers calibrated to the actor's neutral frames
+# (--marker-rest). The reference: a weighted Kabsch (SVD) of each frame onto
+# the source's rest markers, averaged; the actor's performance then solves
+# to the source performer's weights within 0.02 (the ICT displacements are
+# the same for every face; the expressions pull the head alignment a little
+# differently on another face: 5e-3 measured), where the uncalibrated model
+# is 10x off
+"$BIN/deform" retarget build --source "$D/source.safetensors" --target "$D/t1.safetensors" \
+    --repository "$R" --name t1_actor --map clone --poses $POSES --markers "$D/landmarks68.txt" \
+    --marker-rest "$D/actor_neutral_markers_0mm.npy" >"$T/b5.log" 2>&1 \
+    && grep -q "marker rest: 10 neutral frames of the actor; distance to the source's rest markers rms" "$T/b5.log" \
+    && ok rt-build-marker-rest || { cat "$T/b5.log"; fail rt-build-marker-rest; }
+for mi in "t1 perf_test_markers_0mm src" "t1 perf_test_actor_markers_0mm unc" \
+          "t1_actor perf_test_actor_markers_0mm cal"; do
+    set -- $mi
+    "$BIN/deform" retarget apply "$R/$1/1" --markers "$D/$2.npy" --solved "$T/sw_$3.npy" \
+        >>"$T/apply_actor.log" 2>&1 || { cat "$T/apply_actor.log"; fail "rt-apply-actor-$3"; }
+done
+"$PY" - "$R/t1_actor/1/model.safetensors" "$D" "$T" <<'PYEOF' && ok rt-marker-rest-calibrates || fail rt-marker-rest-calibrates
+import json, struct, sys
+import numpy as np
+f, D, T = sys.argv[1:4]
+b = open(f, "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+def tensor(k):
+    s, e = h[k]["data_offsets"]
+    return np.frombuffer(b[8 + n + s:8 + n + e], np.float32).reshape(h[k]["shape"]).astype(np.float64)
+rest, w = tensor("retarget/marker_rest"), tensor("retarget/marker_weights")
+w = w / w.sum()
+lm = [int(x) for x in open(D + "/landmarks68.txt").read().split()]
+sb = open(D + "/source.safetensors", "rb").read()
+sn = struct.unpack("<Q", sb[:8])[0]
+sh = json.loads(sb[8:8 + sn])
+s, e = sh["positions"]["data_offsets"]
+y = np.frombuffer(sb[8 + sn + s:8 + sn + e], np.float32).reshape(-1, 3)[lm].astype(np.float64)
+acc = np.zeros_like(y)
+X = np.load(D + "/actor_neutral_markers_0mm.npy").astype(np.float64)
+for x in X:  # weighted Kabsch: min sum w |R x + t - y|^2
+    cx, cy = w @ x, w @ y
+    U, S, Vt = np.linalg.svd(((x - cx) * w[:, None]).T @ (y - cy))
+    d = np.sign(np.linalg.det(Vt.T @ U.T))
+    R = Vt.T @ np.diag([1, 1, d]) @ U.T
+    acc += (x - cx) @ R.T + cy
+ref = acc / len(X)
+err = np.abs(rest - ref).max()
+W = np.load(D + "/perf_test_weights.npy")
+src, unc, cal = (np.load("%s/sw_%s.npy" % (T, k)) for k in ("src", "unc", "cal"))
+e_cal, e_unc = np.abs(cal - W).mean(), np.abs(unc - W).mean()
+same = np.abs(cal - src).max()
+print("# marker rest vs Kabsch %.2e cm; weight error: calibrated %.4f (vs the source "
+      "performer's solve %.2e), uncalibrated %.4f" % (err, e_cal, same, e_unc))
+sys.exit(0 if err <= 1e-4 and same <= 0.02 and e_unc > 10 * e_cal else 1)
+PYEOF
+"$PY" -c 'import numpy as np, sys
+x = np.load(sys.argv[1]); np.save(sys.argv[2], x[:, :60])
+y = x.copy(); y[3, 7, 1] = np.nan; np.save(sys.argv[3], y)
+z = x[0].copy(); z[:] = z[0] + np.outer(np.arange(len(z)), [0.1, 0.2, 0.3]); np.save(sys.argv[4], z)' \
+    "$D/actor_neutral_markers_0mm.npy" "$T/rest60.npy" "$T/restnan.npy" "$T/restline.npy"
+for c in "rest60 want the actor's neutral markers \[68,3\] or \[frames,68,3\]" \
+         "restnan frame 3, marker 7 is not finite" "restline frame 0: the markers are collinear"; do
+    set -- $c
+    f=$1; shift
+    "$BIN/deform" retarget build --source "$D/source.safetensors" --target "$D/t1.safetensors" \
+        --repository "$T/bad" --name x --markers "$D/landmarks68.txt" --marker-rest "$T/$f.npy" \
+        >"$T/bad_$f.log" 2>&1
+    [ $? -eq 1 ] && grep -q "$*" "$T/bad_$f.log" && [ ! -e "$T/bad/x/1/model.safetensors" ] \
+        && ok "rt-refuse-marker-rest-$f" || { cat "$T/bad_$f.log"; fail "rt-refuse-marker-rest-$f"; }
+done
+"$BIN/deform" retarget build --source "$D/source.safetensors" --target "$D/t1.safetensors" \
+    --repository "$T/bad" --name x --marker-rest "$D/actor_neutral_markers_0mm.npy" >"$T/bad_nomk.log" 2>&1
+[ $? -eq 2 ] && grep -q "\-\-marker-rest needs --markers" "$T/bad_nomk.log" && ok rt-refuse-marker-rest-without-markers \
+    || { cat "$T/bad_nomk.log"; fail rt-refuse-marker-rest-without-markers; }
 
 # another topology: the source shapes carried onto T2 (expression cloning,
 # deformation transfer and the naive copy), served with the names map;

@@ -5,7 +5,7 @@
  *       [--map names|clone|clone-nn] [--poses SRC_POSES.npy TGT_POSES.npy]
  *       [--lambda L] [--markers INDICES.txt|all] [--marker-lambda L]
  *       [--rigid-weights stable|uniform] [--bounds unit|nonneg|none]
- *       [--clamp unit|none] [--align-iterations N]
+ *       [--clamp unit|none] [--align-iterations N] [--marker-rest NEUTRAL.npy]
  *   deform retarget apply MODEL (--weights W.npy | --markers X.npy)
  *       [--batch B] [--params JSON] [--positions P.npy] [--target-weights T.npy]
  *       [--solved S.npy]
@@ -34,6 +34,10 @@
  *             kind's own active-set solver).
  * lambda is relative: lambda * mean(diag(V V')) is added (default 1e-3);
  * --marker-lambda likewise for the markers' Gram matrix (default 1e-3).
+ * --marker-rest calibrates the markers to an actor: the rest markers become
+ * the actor's neutral frames ([k,3] or [F,k,3]), each aligned rigidly onto
+ * the source's rest markers (the alignment weights) and averaged; the
+ * marker deltas stay the source rig's.
  * `apply` evaluates a model frame by frame in batches (what a render-farm
  * node does) and writes the outputs as .npy.
  */
@@ -60,7 +64,7 @@ static void usage(FILE *f)
             "           [--map names|clone|clone-nn] [--poses SRC_POSES.npy TGT_POSES.npy]\n"
             "           [--lambda L] [--markers INDICES.txt|all] [--marker-lambda L]\n"
             "           [--rigid-weights stable|uniform] [--bounds unit|nonneg|none]\n"
-            "           [--clamp unit|none] [--align-iterations N]\n"
+            "           [--clamp unit|none] [--align-iterations N] [--marker-rest NEUTRAL.npy]\n"
             "       deform retarget apply MODEL (--weights W.npy | --markers X.npy) [--batch B]\n"
             "           [--params JSON] [--positions P.npy] [--target-weights T.npy] [--solved S.npy]\n"
             "       deform retarget keyframes --source SRC --markers INDICES.txt --performance X.npy\n"
@@ -281,7 +285,7 @@ static int stable_weights(const float *deltas, int64_t N, int64_t M, const int32
 
 static int write_model(const char *repo, const char *name, const rig_t *src, const rig_t *tgt,
                        const float *E, const int32_t *mk, int64_t K, double mlambda,
-                       const float *rigid_w,
+                       const float *rigid_w, const float *rest_in, int64_t rest_frames,
                        const char *map, const char *bounds, const char *clamp, int iters,
                        df_error_t *err)
 {
@@ -340,7 +344,8 @@ static int write_model(const char *repo, const char *name, const rig_t *src, con
         A = malloc((size_t)(src->M * K * 3) * sizeof(float));
         if (!rest || !A) rc = DF_ENOMEM;
         for (int64_t i = 0; !rc && i < K; i++) {
-            memcpy(rest + 3 * i, src->pos + 3 * (int64_t)mk[i], 3 * sizeof(float));
+            memcpy(rest + 3 * i, rest_in ? rest_in + 3 * i : src->pos + 3 * (int64_t)mk[i],
+                   3 * sizeof(float));
             for (int64_t j = 0; j < src->M; j++)
                 memcpy(A + (j * K + i) * 3, src->deltas + (j * src->N + mk[i]) * 3,
                        3 * sizeof(float));
@@ -349,6 +354,8 @@ static int write_model(const char *repo, const char *name, const rig_t *src, con
         snprintf(num, sizeof num, "%.9g", mlambda);
         if (!rc) rc = df_st_writer_meta(w, "marker_lambda", num);
         if (!rc) rc = df_st_writer_add(w, "retarget/marker_rest", DF_DT_F32, 2, sr, rest);
+        snprintf(num, sizeof num, "%lld", (long long)rest_frames);
+        if (!rc && rest_in) rc = df_st_writer_meta(w, "marker_rest_frames", num);
         if (!rc) rc = df_st_writer_add(w, "retarget/marker_deltas", DF_DT_F32, 3, sa, A);
         if (!rc && rigid_w) rc = df_st_writer_add(w, "retarget/marker_weights", DF_DT_F32, 1, s1, rigid_w);
     }
@@ -388,11 +395,80 @@ static int write_model(const char *repo, const char *name, const rig_t *src, con
     return DF_OK;
 }
 
+/* the actor's rest markers: the neutral frames of `path` ([K,3] or [F,K,3])
+ * each aligned rigidly onto the source's rest markers (weights w, NULL: all
+ * 1) and averaged. Prints how far they are from the source's. NULL on
+ * error (err set); *X holds the file's data (the caller frees it). */
+static float *calibrate(const char *path, const rig_t *src, const int32_t *mk, int64_t K,
+                        const float *w, float **X, int64_t *nf, df_error_t *err)
+{
+    int nd;
+    int64_t sh[DF_MAX_DIMS];
+    if (df_npy_read_f32(path, &nd, sh, X, err)) return NULL;
+    int64_t F = nd == 3 ? sh[0] : 1;
+    if (!(nd == 2 || nd == 3) || sh[nd - 2] != K || sh[nd - 1] != 3 || F < 1) {
+        df_error_set(err, DF_EINVAL, "%s: want the actor's neutral markers [%lld,3] or "
+                                      "[frames,%lld,3] (the --markers count)", path,
+                     (long long)K, (long long)K);
+        return NULL;
+    }
+    float *y = malloc(sizeof(float) * (size_t)(3 * K));
+    float *wt = malloc(sizeof(float) * (size_t)K); /* the weights, summing to 1 */
+    double *acc = calloc((size_t)(3 * K), sizeof(double));
+    float *rest = malloc(sizeof(float) * (size_t)(3 * K));
+    if (!y || !acc || !rest || !wt) {
+        df_error_set(err, DF_ENOMEM, "out of memory");
+        goto fail;
+    }
+    double sw = 0;
+    for (int64_t i = 0; i < K; i++) sw += w ? w[i] : 1.0;
+    for (int64_t i = 0; i < K; i++) wt[i] = (float)((w ? w[i] : 1.0) / sw);
+    for (int64_t i = 0; i < K; i++) memcpy(y + 3 * i, src->pos + 3 * (int64_t)mk[i], 3 * sizeof(float));
+    for (int64_t f = 0; f < F; f++) {
+        const float *x = *X + f * 3 * K;
+        for (int64_t i = 0; i < 3 * K; i++)
+            if (!isfinite(x[i])) {
+                df_error_set(err, DF_EINVAL, "%s: frame %lld, marker %lld is not finite", path,
+                             (long long)f, (long long)(i / 3));
+                goto fail;
+            }
+        double R[9], t[3];
+        if (df__rt_rigid_align(x, y, wt, K, 1, R, t)) {
+            df_error_set(err, DF_EINVAL, "%s: frame %lld: the markers are collinear or "
+                                          "coincide", path, (long long)f);
+            goto fail;
+        }
+        for (int64_t i = 0; i < K; i++)
+            for (int a = 0; a < 3; a++)
+                acc[3 * i + a] += R[3 * a] * x[3 * i] + R[3 * a + 1] * x[3 * i + 1] +
+                                  R[3 * a + 2] * x[3 * i + 2] + t[a];
+    }
+    double ss = 0, mx = 0;
+    for (int64_t i = 0; i < K; i++) {
+        double d2 = 0;
+        for (int a = 0; a < 3; a++) {
+            rest[3 * i + a] = (float)(acc[3 * i + a] / (double)F);
+            double e = rest[3 * i + a] - y[3 * i + a];
+            d2 += e * e;
+        }
+        ss += d2, mx = fmax(mx, sqrt(d2));
+    }
+    printf("marker rest: %lld neutral frame%s of the actor; distance to the source's rest "
+           "markers rms %.4g, max %.4g (model units)\n", (long long)F, F == 1 ? "" : "s",
+           sqrt(ss / (double)K), mx);
+    *nf = F;
+    free(y), free(acc), free(wt);
+    return rest;
+fail:
+    free(y), free(acc), free(wt), free(rest);
+    return NULL;
+}
+
 static int cmd_build(int argc, char **argv)
 {
     const char *src_arg = NULL, *tgt_arg = NULL, *repo = NULL, *name = NULL, *map = "names";
     const char *pv = NULL, *pw = NULL, *markers = NULL, *bounds = "unit", *clamp = "unit";
-    const char *rigid = "stable";
+    const char *rigid = "stable", *mrest = NULL;
     double lambda = 1e-3, mlambda = 1e-3;
     int iters = 1;
     for (int i = 1; i < argc; i++) {
@@ -411,6 +487,7 @@ static int cmd_build(int argc, char **argv)
         else if (!strcmp(a, "--clamp") && more) clamp = argv[++i];
         else if (!strcmp(a, "--align-iterations") && more) iters = atoi(argv[++i]);
         else if (!strcmp(a, "--rigid-weights") && more) rigid = argv[++i];
+        else if (!strcmp(a, "--marker-rest") && more) mrest = argv[++i];
         else if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
         else {
             fprintf(stderr, "deform retarget build: unknown or incomplete option '%s'\n", a);
@@ -451,11 +528,16 @@ static int cmd_build(int argc, char **argv)
                         "and --marker-lambda finite and >= 0\n");
         return 2;
     }
+    if (mrest && !markers) {
+        fprintf(stderr, "deform retarget build: --marker-rest needs --markers\n");
+        return 2;
+    }
     df_error_t err = {0};
     rig_t src, tgt;
     memset(&src, 0, sizeof src);
     memset(&tgt, 0, sizeof tgt);
-    float *E = NULL, *V = NULL, *W = NULL;
+    float *E = NULL, *V = NULL, *W = NULL, *X = NULL, *rest = NULL;
+    int64_t nrest = 0;
     int32_t *mk = NULL;
     float *rigid_w = NULL;
     int64_t K = 0;
@@ -521,8 +603,10 @@ static int cmd_build(int argc, char **argv)
             if (stable_weights(src.deltas, src.N, src.M, mk, K, rigid_w)) DIE("out of memory");
         }
     }
-    if (write_model(repo, name, &src, &tgt, E, mk, K, mlambda, rigid_w, map, bounds, clamp, iters,
-                    &err))
+    if (mrest && !(rest = calibrate(mrest, &src, mk, K, rigid_w, &X, &nrest, &err)))
+        DIE("%s", err.msg);
+    if (write_model(repo, name, &src, &tgt, E, mk, K, mlambda, rigid_w, rest, nrest, map, bounds,
+                    clamp, iters, &err))
         DIE("%s", err.msg);
     rc = 0;
 out:
@@ -533,6 +617,8 @@ out:
     free(W);
     free(mk);
     free(rigid_w);
+    free(X);
+    free(rest);
     return rc;
 }
 

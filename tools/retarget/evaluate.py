@@ -21,7 +21,11 @@ Vertex error: per frame the mean and the max over the 11248 vertices of the
 distance to the truth; the tables give the mean over frames of the
 per-frame mean, and the max over every frame and vertex, in mm and in % of
 the face height (face_height.txt). Weight error: |w - w_true| over frames
-and controls (mean, max). Prints markdown tables on stdout.
+and controls (mean, max). Another actor: the held-out performance's
+markers on another face (make_data.py build), solved by the model as built
+and by models whose rest markers are calibrated to that actor's neutral
+frames (deform retarget build --marker-rest). Prints markdown tables on
+stdout.
 
 T2 (another topology): `deform retarget transfer` with the landmark warp
 alone (--refine 0) and with its refinement (--refine 5), served with the
@@ -313,6 +317,23 @@ def t1_tables(a, D, W_, dform, build, apply, src, t1, lm, poses, Wt, height_mm):
         for label, params in (("bounded 0..1", None), ("plain least squares", '{"bounds": "none"}')):
             P, _, sw = apply(m_clone, "markers", x, params)
             print(row("%g mm | %s" % (n, label), P, sw))
+
+    print("\n### Another actor: markers of another face, rest markers calibrated "
+          "(--marker-rest)\n")
+    print("| model | actor's markers | mean mm | max mm | mean % | max % | weight mean | "
+          "weight max |")
+    print("|---|---|---|---|---|---|---|---|")
+    m_cal = {}
+    for c in (0, 1):
+        m_cal[c] = build("clone_actor%d" % c, "--source", src, "--target", t1, "--map", "clone",
+                         "--poses", *poses, "--markers", lm, "--marker-rest",
+                         w("actor_neutral_markers_%dmm.npy" % c))
+    for label, m in (("the source's rest markers", m_clone),
+                     ("calibrated: 10 neutral frames, 0 mm", m_cal[0]),
+                     ("calibrated: 10 neutral frames, 1 mm noise", m_cal[1])):
+        for n in (0, 1):
+            P, _, sw = apply(m, "markers", w("perf_test_actor_markers_%dmm.npy" % n))
+            print(row("%s | %d mm" % (label, n), P, sw))
 
     print("\n### Chuang & Bregler: key-frame basis, NNLS vs plain least squares\n")
     print(kf_out.strip().splitlines()[1] + "\n")

@@ -38,7 +38,12 @@ Two stages, both deterministic (fixed seeds, numpy's PCG64):
       rigid head motion as row-major 3x4, perf_*_markers_<n>mm.npy
       [F,68,3] the landmark tracks with marker noise n = 0, 0.5, 1, 2 mm)
       and face_height.txt (cm: the vertical extent of T1's 68 landmarks,
-      chin to brows, the denominator of "% of face height").
+      chin to brows, the denominator of "% of face height"). Another actor:
+      perf_test_actor_markers_<n>mm.npy (n = 0, 1), the held-out performance
+      (same weights and head motion) on another face (the source neutral +
+      ACTOR_IDENTITY x T1's identity offset), and actor_neutral_markers_<n>mm
+      .npy [10,68,3], ten neutral frames of that actor (deform retarget
+      build --marker-rest).
 
   keyshapes --data tests/data/ict --weights W.npy --frames F.txt --out O
       T1 with one shape per key frame (Chuang & Bregler's target basis, made
@@ -77,6 +82,10 @@ NOISE_MM = (0, 0.5, 1, 2)
 
 # T1: identity coefficients (on the first ICT identity modes)
 T1_IDENTITY = [1.8, -1.2, 1.0, 0.6, -0.8, 0.5, -0.4, 0.3]
+
+# the other actor of the held-out performance: this multiple of T1's identity
+# offset from the source neutral (another face of the ICT identity space)
+ACTOR_IDENTITY = -0.8
 
 # T2: a third identity, remeshed by Blender's Decimate (collapse) to this
 # fraction of the triangles
@@ -588,6 +597,23 @@ def cmd_build(args):
             noise = rng.normal(0, n / 10.0, size=P.shape) if n else 0
             np.save(o("perf_%s_markers_%gmm.npy" % (name, n)),
                     (P + noise).astype(np.float32))
+    # another actor: the held-out performance on another face of the ICT
+    # identity space (ACTOR_IDENTITY times T1's identity offset), its expression
+    # displacements the source's (ICT's are the same for every identity), and
+    # ten neutral frames of that actor with head motion for calibration
+    actor = D["neutral"] + ACTOR_IDENTITY * (D["t1_neutral"] - D["neutral"])
+    rng = np.random.default_rng(1900)
+    W = np.load(o("perf_test_weights.npy"))
+    H = np.load(o("perf_test_head.npy")).reshape(-1, 3, 4)
+    P = actor[lm][None] + np.tensordot(W, D["deltas"][:, lm], axes=1)
+    P = np.einsum("fij,fkj->fki", H[:, :, :3], P) + H[:, None, :, 3]
+    Hn = head_motion(10, rng, center)
+    N0 = np.einsum("fij,kj->fki", Hn[:, :, :3], actor[lm]) + Hn[:, None, :, 3]
+    for n in (0, 1):
+        noise = rng.normal(0, n / 10.0, size=P.shape) if n else 0
+        np.save(o("perf_test_actor_markers_%gmm.npy" % n), (P + noise).astype(np.float32))
+        noise = rng.normal(0, n / 10.0, size=N0.shape) if n else 0
+        np.save(o("actor_neutral_markers_%gmm.npy" % n), (N0 + noise).astype(np.float32))
     log("wrote %s: rigs, performances of %d frames (noise %s mm), face "
         "height %.2f cm" % (args.out, args.frames,
                             ", ".join("%g" % n for n in NOISE_MM), height))
