@@ -16,7 +16,9 @@
  *    final images replaces the landmarks' one. Then every target vertex's
  *    closest point on the warped source surface (triangles around its 12
  *    nearest warped vertices, facing within 60 degrees): a source triangle
- *    and barycentric coordinates.
+ *    and barycentric coordinates. Nearest vertices (here and in the naive
+ *    copy) come from a uniform grid (math/knn.h: exact, ties by index, the
+ *    answers of a scan of every vertex).
  *  - Expression cloning: the source displacement at that point, turned by
  *    the rotation taking the source's surface normal onto the target
  *    vertex's normal and scaled by the warp's local scale (cube root of its
@@ -42,6 +44,7 @@
  *    with 3 columns per shape for all shapes.
  */
 #include "retarget/retarget.h"
+#include "math/knn.h"
 
 #include <cholmod.h>
 #include <math.h>
@@ -250,25 +253,19 @@ int df__rt_closest(const double *V, int64_t nv, const uint32_t *T, int64_t nt, c
             inc[deg[v] + fill[v]++] = (int32_t)t;
         }
     free(fill);
+    df_knn_t *grid = NULL;
+    if (nv > 0 && df_knn_build(V, nv, &grid)) {
+        free(deg), free(inc);
+        return E_(DF_EINVAL, "closest points: out of memory or a non-finite vertex");
+    }
     for (int64_t q = 0; q < np; q++) {
         const double *p = P + 3 * q;
         int64_t near[KN];
         tri_out[q] = 0; /* (non-finite input matches nothing) */
         bary_out[3 * q] = 1, bary_out[3 * q + 1] = bary_out[3 * q + 2] = 0;
         double nd[KN];
-        int nn = 0;
-        for (int64_t v = 0; v < nv; v++) { /* the KN nearest, insertion */
-            double e[3];
-            sub3(p, V + 3 * v, e);
-            double d = dot3(e, e);
-            if (nn == KN && d >= nd[KN - 1]) continue;
-            int k = nn < KN ? nn++ : KN - 1;
-            while (k > 0 && nd[k - 1] > d) {
-                nd[k] = nd[k - 1], near[k] = near[k - 1];
-                k--;
-            }
-            nd[k] = d, near[k] = v;
-        }
+        /* the KN nearest vertices (the grid's exact answer: ties by index) */
+        int nn = grid ? df_knn_query(grid, p, KN, near, nd) : 0;
         double best = INFINITY;
         /* with query normals, first only faces facing the same way (lips
          * that touch: the upper lip must not find the lower one) */
@@ -310,6 +307,7 @@ int df__rt_closest(const double *V, int64_t nv, const uint32_t *T, int64_t nt, c
                 }
             }
     }
+    df_knn_free(&grid);
     free(deg);
     free(inc);
     return DF_OK;
@@ -830,19 +828,21 @@ int df__rt_transfer(const df__rt_mesh_t *s, const df__rt_mesh_t *t, const int32_
     vertex_normals(t->pos, nt, t->tri, t->nt, Nt);
     for (int64_t v = 0; v < nt; v++) fget(t->pos, v, Pt + 3 * v);
     if (method == DF_RT_NAIVE) { /* nearest source vertex, no warp */
+        df_knn_t *grid = NULL;
+        for (int64_t v = 0; v < ns; v++) fget(s->pos, v, W + 3 * v);
+        if (df_knn_build(W, ns, &grid)) {
+            rc = E_(DF_EINVAL, "naive copy: out of memory or a non-finite source vertex");
+            goto done;
+        }
         for (int64_t q = 0; q < nt; q++) {
-            double best = INFINITY;
-            int64_t bi = 0;
-            for (int64_t v = 0; v < ns; v++) {
-                double x[3], e[3];
-                fget(s->pos, v, x), sub3(Pt + 3 * q, x, e);
-                double d = dot3(e, e);
-                if (d < best) best = d, bi = v;
-            }
+            int64_t bi = 0; /* (a non-finite target vertex: the first) */
+            double d2;
+            df_knn_query(grid, Pt + 3 * q, 1, &bi, &d2);
             for (int64_t j = 0; j < M; j++)
                 for (int d = 0; d < 3; d++)
                     out[(j * nt + q) * 3 + d] = s->deltas[(j * ns + bi) * 3 + d];
         }
+        df_knn_free(&grid);
         goto done;
     }
     /* every target vertex's point on the warped source */
