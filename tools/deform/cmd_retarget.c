@@ -41,6 +41,7 @@
  * `apply` evaluates a model frame by frame in batches (what a render-farm
  * node does) and writes the outputs as .npy.
  */
+#include "base/clock.h"
 #include "df.h"
 #include "import.h"
 #include "retarget/retarget.h"
@@ -624,13 +625,6 @@ out:
 
 /* ----------------------------------------------------------------- apply */
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static int cmd_apply(int argc, char **argv)
 {
     const char *model = NULL, *win = NULL, *xin = NULL, *params = NULL;
@@ -707,7 +701,7 @@ static int cmd_apply(int argc, char **argv)
     ps = malloc((size_t)batch * sizeof *ps);
     scr = df_scratch_new();
     if (!pin || !pp || !pt || !ps || !scr) DIE("out of memory");
-    double t0 = now_s(), last = t0;
+    double t0 = df__now_s(), last = t0;
     for (int64_t f0 = 0; f0 < F; f0 += batch) {
         int n = (int)(F - f0 < batch ? F - f0 : batch);
         df_batch_t b;
@@ -725,7 +719,7 @@ static int cmd_apply(int argc, char **argv)
         if (SW) b.out[is] = ps;
         if (df_model_evaluate(m, &b, scr, &err))
             DIE("frames %lld..%lld: %s", (long long)f0, (long long)(f0 + n - 1), err.msg);
-        double t = now_s();
+        double t = df__now_s();
         if (t - last > 1.0 && f0 + n < F) {
             double done = (double)(f0 + n) / (double)F;
             fprintf(stderr, "apply: %lld/%lld frames, elapsed %.1fs, ETA %.1fs\n",
@@ -733,7 +727,7 @@ static int cmd_apply(int argc, char **argv)
             last = t;
         }
     }
-    double el = now_s() - t0;
+    double el = df__now_s() - t0;
     int64_t s3[3] = {F, N, 3}, s2[2] = {F, Mt}, s2s[2] = {F, Ms};
     if (P && df_npy_write_f32(opos, 3, s3, P, &err)) DIE("%s", err.msg);
     if (TW && df_npy_write_f32(otw, 2, s2, TW, &err)) DIE("%s", err.msg);
@@ -1072,7 +1066,7 @@ static int cmd_transfer(int argc, char **argv)
     df__rt_mesh_t tm = {tp->shape[0], tt->shape[0], 0, tp->data, tt->data, NULL};
     D = malloc(sizeof(float) * (size_t)(src.M * tm.nv * 3));
     if (!D) DIE("out of memory");
-    double t0 = now_s();
+    double t0 = df__now_s();
     if (df__rt_transfer(&sm, &tm, ls, lt, nls, mt, !strcmp(frames, "on"), refine, D, &err))
         DIE("%s", err.msg);
     df_rigged_data_t d;
@@ -1086,7 +1080,7 @@ static int cmd_transfer(int argc, char **argv)
     d.morph_names = src.names;
     if (df_rigged_write(&d, out, &err)) DIE("%s", err.msg);
     printf("transfer (%s): %lld source shapes onto %lld target vertices in %.2fs; wrote %s\n",
-           method, (long long)src.M, (long long)tm.nv, now_s() - t0, out);
+           method, (long long)src.M, (long long)tm.nv, df__now_s() - t0, out);
     if (corr_out) { /* the same correspondence again, written out */
         int rounds = 0;
         ctri = malloc(sizeof(int32_t) * (size_t)tm.nv);
