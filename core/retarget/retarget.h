@@ -150,11 +150,15 @@ typedef enum df__rt_transfer {
  * local_frames (expression cloning): turn and scale each displacement from
  * the source's local frame into the target's (Noh & Neumann), or not.
  * refine: rounds of the correspondence's refinement (df__rt_correspond).
+ * corr_tri [t->nv], corr_bary [t->nv,3], rounds (each NULL when not
+ * wanted; not written by the naive copy): the dense correspondence used,
+ * as df__rt_correspond gives it.
  * Errors: landmarks out of range, coincident, or not spanning 3D (the warp
  * would be undetermined); CHOLMOD failures. */
 int df__rt_transfer(const df__rt_mesh_t *s, const df__rt_mesh_t *t, const int32_t *lm_s,
                     const int32_t *lm_t, int64_t L, df__rt_transfer_t method, int local_frames,
-                    int refine, float *out, df_error_t *err);
+                    int refine, float *out, int32_t *corr_tri, float *corr_bary, int *rounds,
+                    df_error_t *err);
 /* The dense correspondence of df__rt_transfer: each target vertex's closest
  * point on the source warped through the landmarks, after up to `refine`
  * rounds of sliding semilandmarks (0: the landmark warp alone).

@@ -807,7 +807,8 @@ done:
 
 int df__rt_transfer(const df__rt_mesh_t *s, const df__rt_mesh_t *t, const int32_t *lm_s,
                     const int32_t *lm_t, int64_t L, df__rt_transfer_t method, int local_frames,
-                    int refine, float *out, df_error_t *err)
+                    int refine, float *out, int32_t *corr_tri, float *corr_bary, int *rounds_out,
+                    df_error_t *err)
 {
     int64_t ns = s->nv, nt = t->nv, M = s->M, cap = L + REFINE_SAMPLES, nc = L;
     int rc = DF_OK, rounds = 0;
@@ -849,6 +850,9 @@ int df__rt_transfer(const df__rt_mesh_t *s, const df__rt_mesh_t *t, const int32_
     if ((rc = correspond(s, t, Pt, Nt, lm_t, ls, lt, L, refine, &nc, coef, W, ctri, cbary, &rounds,
                          err)))
         goto done;
+    if (corr_tri) memcpy(corr_tri, ctri, sizeof(int32_t) * (size_t)nt);
+    if (corr_bary) memcpy(corr_bary, cbary, sizeof(float) * (size_t)(3 * nt));
+    if (rounds_out) *rounds_out = rounds;
     /* the source surface sampled at the target's resolution: the target's
      * connectivity with each vertex at its corresponding source point */
     for (int64_t q = 0; q < nt; q++) {

@@ -1066,8 +1066,16 @@ static int cmd_transfer(int argc, char **argv)
     df__rt_mesh_t tm = {tp->shape[0], tt->shape[0], 0, tp->data, tt->data, NULL};
     D = malloc(sizeof(float) * (size_t)(src.M * tm.nv * 3));
     if (!D) DIE("out of memory");
+    int rounds = 0;
+    if (corr_out) { /* the correspondence the transfer uses, written out below */
+        ctri = malloc(sizeof(int32_t) * (size_t)tm.nv);
+        cbary = malloc(sizeof(float) * (size_t)(3 * tm.nv));
+        C = malloc(sizeof(float) * (size_t)(4 * tm.nv));
+        if (!ctri || !cbary || !C) DIE("out of memory");
+    }
     double t0 = df__now_s();
-    if (df__rt_transfer(&sm, &tm, ls, lt, nls, mt, !strcmp(frames, "on"), refine, D, &err))
+    if (df__rt_transfer(&sm, &tm, ls, lt, nls, mt, !strcmp(frames, "on"), refine, D, ctri, cbary,
+                        &rounds, &err))
         DIE("%s", err.msg);
     df_rigged_data_t d;
     memset(&d, 0, sizeof d);
@@ -1081,14 +1089,7 @@ static int cmd_transfer(int argc, char **argv)
     if (df_rigged_write(&d, out, &err)) DIE("%s", err.msg);
     printf("transfer (%s): %lld source shapes onto %lld target vertices in %.2fs; wrote %s\n",
            method, (long long)src.M, (long long)tm.nv, df__now_s() - t0, out);
-    if (corr_out) { /* the same correspondence again, written out */
-        int rounds = 0;
-        ctri = malloc(sizeof(int32_t) * (size_t)tm.nv);
-        cbary = malloc(sizeof(float) * (size_t)(3 * tm.nv));
-        C = malloc(sizeof(float) * (size_t)(4 * tm.nv));
-        if (!ctri || !cbary || !C) DIE("out of memory");
-        if (df__rt_correspond(&sm, &tm, ls, lt, nls, refine, ctri, cbary, &rounds, &err))
-            DIE("%s", err.msg);
+    if (corr_out) {
         for (int64_t q = 0; q < tm.nv; q++) {
             C[4 * q] = (float)ctri[q];
             memcpy(C + 4 * q + 1, cbary + 3 * q, 3 * sizeof(float));
