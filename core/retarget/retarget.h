@@ -122,6 +122,13 @@ void df__rt_chol_solve(const double *L, int64_t m, double *x);
 int df__rt_rigid_align(const float *x, const float *y, const float *w,
                        int64_t K, int check, double R[9], double t[3]);
 
+/* Eigen-decomposition of a symmetric n x n matrix (row-major) by cyclic
+ * Jacobi, to off-diagonal^2 <= 1e-30 diagonal^2 (at most 60 sweeps): a is
+ * destroyed (its diagonal ends as the eigenvalues, unsorted), V [n,n] gets
+ * the eigenvectors as columns. Horn's fallback (n = 3, 4) and the
+ * key-frame basis's PCA (n = 3 x markers). */
+void df__rt_eig_sym(double *a, int64_t n, double *V);
+
 /* 1 when K points are collinear or coincident (as above), else 0. */
 int df__rt_degenerate(const float *x, const float *w, int64_t K);
 

@@ -320,39 +320,36 @@ int df__rt_bvls(const double *G, const double *L, const double *b, int64_t m,
 
 /* -------------------------------------------------------- rigid alignment */
 
-/* Eigen-decomposition of a symmetric n x n matrix (n <= 4) by cyclic
- * Jacobi: a is destroyed (its diagonal ends as the eigenvalues), V gets the
- * eigenvectors as columns (row-major n x n). */
-static void jacobi(double *a, int n, double *V)
+void df__rt_eig_sym(double *a, int64_t n, double *V)
 {
-    for (int i = 0; i < n; i++)
-        for (int j = 0; j < n; j++) V[i * n + j] = i == j;
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t j = 0; j < n; j++) V[i * n + j] = i == j;
     for (int sweep = 0; sweep < 60; sweep++) {
         double off = 0, diag = 0;
-        for (int i = 0; i < n; i++) {
+        for (int64_t i = 0; i < n; i++) {
             diag += a[i * n + i] * a[i * n + i];
-            for (int j = i + 1; j < n; j++) off += a[i * n + j] * a[i * n + j];
+            for (int64_t j = i + 1; j < n; j++) off += a[i * n + j] * a[i * n + j];
         }
         if (off <= 1e-30 * diag || off == 0.0) break;
-        for (int p = 0; p < n; p++)
-            for (int q = p + 1; q < n; q++) {
+        for (int64_t p = 0; p < n; p++)
+            for (int64_t q = p + 1; q < n; q++) {
                 double apq = a[p * n + q];
                 if (apq == 0.0) continue;
                 double theta = (a[q * n + q] - a[p * n + p]) / (2 * apq);
                 double t = (theta >= 0 ? 1.0 : -1.0) /
                            (fabs(theta) + sqrt(theta * theta + 1));
                 double c = 1 / sqrt(t * t + 1), s = t * c;
-                for (int k = 0; k < n; k++) { /* columns p, q */
+                for (int64_t k = 0; k < n; k++) { /* columns p, q */
                     double akp = a[k * n + p], akq = a[k * n + q];
                     a[k * n + p] = c * akp - s * akq;
                     a[k * n + q] = s * akp + c * akq;
                 }
-                for (int k = 0; k < n; k++) { /* rows p, q */
+                for (int64_t k = 0; k < n; k++) { /* rows p, q */
                     double apk = a[p * n + k], aqk = a[q * n + k];
                     a[p * n + k] = c * apk - s * aqk;
                     a[q * n + k] = s * apk + c * aqk;
                 }
-                for (int k = 0; k < n; k++) {
+                for (int64_t k = 0; k < n; k++) {
                     double vkp = V[k * n + p], vkq = V[k * n + q];
                     V[k * n + p] = c * vkp - s * vkq;
                     V[k * n + q] = s * vkp + c * vkq;
@@ -461,7 +458,7 @@ static void horn_rotation(const double S[9], double R[9])
     }
     if (!ok) {
         double V[16];
-        jacobi(N, 4, V);
+        df__rt_eig_sym(N, 4, V);
         int k = 0;
         for (int i = 1; i < 4; i++)
             if (N[i * 4 + i] > N[k * 4 + k]) k = i;
@@ -524,7 +521,7 @@ int df__rt_degenerate(const float *x, const float *w, int64_t K)
         for (int a = 0; a < 3; a++)
             for (int b = 0; b < 3; b++) S[a * 3 + b] += w[i] * d[a] * d[b];
     }
-    jacobi(S, 3, V);
+    df__rt_eig_sym(S, 3, V);
     double e[3] = {S[0], S[4], S[8]}, t;
     /* sort descending */
     if (e[0] < e[1]) { t = e[0]; e[0] = e[1]; e[1] = t; }

@@ -751,46 +751,6 @@ out:
 
 /* ------------------------------------------------------------- keyframes */
 
-/* Eigenvectors of a symmetric n x n matrix (row-major, destroyed; its
- * diagonal ends as the eigenvalues) by cyclic Jacobi; V: columns. */
-static void jacobi_sym(double *a, int64_t n, double *V)
-{
-    for (int64_t i = 0; i < n * n; i++) V[i] = 0;
-    for (int64_t i = 0; i < n; i++) V[i * n + i] = 1;
-    for (int sweep = 0; sweep < 50; sweep++) {
-        double off = 0, tot = 0;
-        for (int64_t i = 0; i < n; i++)
-            for (int64_t j = 0; j < n; j++) {
-                tot += a[i * n + j] * a[i * n + j];
-                if (i != j) off += a[i * n + j] * a[i * n + j];
-            }
-        if (off <= 1e-22 * tot) break;
-        for (int64_t p = 0; p < n; p++)
-            for (int64_t q = p + 1; q < n; q++) {
-                double apq = a[p * n + q];
-                if (fabs(apq) < 1e-300) continue;
-                double th = (a[q * n + q] - a[p * n + p]) / (2 * apq);
-                double t = (th >= 0 ? 1.0 : -1.0) / (fabs(th) + sqrt(th * th + 1));
-                double c = 1 / sqrt(t * t + 1), sn = t * c;
-                for (int64_t k = 0; k < n; k++) {
-                    double akp = a[k * n + p], akq = a[k * n + q];
-                    a[k * n + p] = c * akp - sn * akq;
-                    a[k * n + q] = sn * akp + c * akq;
-                }
-                for (int64_t k = 0; k < n; k++) {
-                    double apk = a[p * n + k], aqk = a[q * n + k];
-                    a[p * n + k] = c * apk - sn * aqk;
-                    a[q * n + k] = sn * apk + c * aqk;
-                }
-                for (int64_t k = 0; k < n; k++) {
-                    double vkp = V[k * n + p], vkq = V[k * n + q];
-                    V[k * n + p] = c * vkp - sn * vkq;
-                    V[k * n + q] = sn * vkp + c * vkq;
-                }
-            }
-    }
-}
-
 /* Chuang & Bregler: a source basis taken from performance frames. The
  * frames' markers are aligned rigidly onto the source neutral's markers
  * (stable-marker weights), their displacements go through PCA, and for each
@@ -878,7 +838,7 @@ static int cmd_keyframes(int argc, char **argv)
         for (int64_t k = 0; k < n3; k++) D[f * n3 + k] -= mu[k];
     cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)n3, (int)n3, (int)F, 1.0, D,
                 (int)n3, D, (int)n3, 0.0, C, (int)n3);
-    jacobi_sym(C, n3, V);
+    df__rt_eig_sym(C, n3, V);
     /* components by decreasing variance */
     double total = 0;
     for (int64_t k = 0; k < n3; k++) total += C[k * n3 + k];
