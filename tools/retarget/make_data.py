@@ -72,10 +72,12 @@ import argparse
 import json
 import os
 import shutil
-import struct
 import sys
 
 import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "garment"))
+import stfile  # noqa: E402  (the safetensors writer the tools share)
 
 FACE_VERTS = 9409  # ICT: vertices 0..9408 are the face area
 NOISE_MM = (0, 0.5, 1, 2)
@@ -457,29 +459,6 @@ def t2_truth_deltas(D):
 
 # ---------------------------------------------------------------- build
 
-def write_safetensors(path, tensors, meta):
-    """tensors: list of (name, array); F32 / I32 only, laid out without
-    gaps in the given order."""
-    hdr, blobs, off = {"__metadata__": meta}, [], 0
-    for name, a in tensors:
-        a = np.ascontiguousarray(a)
-        dt = {np.dtype(np.float32): "F32", np.dtype(np.int32): "I32"}[a.dtype]
-        b = a.astype(a.dtype.newbyteorder("<")).tobytes()
-        hdr[name] = {"dtype": dt, "shape": list(a.shape),
-                     "data_offsets": [off, off + len(b)]}
-        blobs.append(b)
-        off += len(b)
-    h = json.dumps(hdr, separators=(",", ":")).encode()
-    h += b" " * ((8 - len(h) % 8) % 8)
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(struct.pack("<Q", len(h)))
-        f.write(h)
-        for b in blobs:
-            f.write(b)
-    os.replace(tmp, path)
-
-
 def triangles(quads):
     return np.concatenate([quads[:, [0, 1, 2]], quads[:, [0, 2, 3]]]).astype(
         np.int32)
@@ -506,10 +485,8 @@ def load_reduced(d):
 
 
 def rigged_file(path, neutral, tris, deltas, names):
-    write_safetensors(path, [("positions", neutral), ("triangles", tris),
-                             ("morph_deltas", deltas)],
-                      {"kind": "rigged", "format_version": "1",
-                       "morph_names": json.dumps(names)})
+    stfile.write(path, {"positions": neutral, "triangles": tris, "morph_deltas": deltas},
+                 {"kind": "rigged", "format_version": "1", "morph_names": json.dumps(names)})
 
 
 def envelope(n):
@@ -568,9 +545,9 @@ def cmd_build(args):
                 D["names"])
     rigged_file(o("t1.safetensors"), D["t1_neutral"], tris, D["t1_deltas"],
                 D["t1_names"])
-    write_safetensors(o("t2.safetensors"), [("positions", D["t2_neutral"]),
-                                            ("triangles", D["t2_triangles"])],
-                      {"kind": "rigged", "format_version": "1"})
+    stfile.write(o("t2.safetensors"), {"positions": D["t2_neutral"],
+                                       "triangles": D["t2_triangles"]},
+                 {"kind": "rigged", "format_version": "1"})
     with open(o("t2_landmarks68.txt"), "w") as f:
         f.write("\n".join(str(i) for i in D["t2_landmarks"]) + "\n")
     # face height: vertical extent of T1's 68 landmarks (chin to brows)
