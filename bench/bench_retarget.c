@@ -6,7 +6,7 @@
  *
  * One OpenBLAS thread (the daemon's setting). For the same poses at batch B
  * (default 64), through df_model_evaluate (the served path), in alternation
- * (5 rounds, so a noisy neighbour hits every variant):
+ * (5 rounds; within a round the variants take turns batch by batch):
  *   markers  -> positions   (rigid alignment, bounded solve, E, target)
  *   weights  -> positions   (E, target)
  *   target alone            (the rigged model of the target file, with the
@@ -15,8 +15,10 @@
  * and prints, per variant, poses per second of one core (the thread's CPU
  * time; the best round) and the percentiles of the CPU time per pose of
  * every batch (p10, p50, p90, p99 over all rounds); then the mapping's cost
- * relative to the target's own evaluation, from the best rounds and from
- * the medians.
+ * relative to the target's own evaluation, from the best rounds, from the
+ * medians, and paired: per turn, our batch against the target's batch run
+ * beside it (median and quartiles of those ratios: what a VM's drifting
+ * speed does not move).
  */
 #include "df.h"
 
@@ -55,6 +57,7 @@ typedef struct variant {
     int64_t ns;   /* state size */
     float *st;    /* [2, B, ns]: read one half, write the other */
     int64_t step; /* batches run */
+    int64_t f;    /* the next frame (cold variants) */
 } variant_t;
 
 static int cmp_d(const void *a, const void *b)
@@ -69,62 +72,62 @@ static double pct(const variant_t *v, double q) /* of the sorted batch times */
     return v->batch_us[i];
 }
 
-static int run(variant_t *v, int B, int64_t F, float *pos, float *tw, int64_t N3, int64_t Mt,
-               double seconds, df_scratch_t *scr)
+/* one batch of variant v (its next B poses); records and returns the CPU
+ * time per pose */
+static double one_batch(variant_t *v, int B, int64_t F, float *pos, float *tw, int64_t N3,
+                        int64_t Mt, df_scratch_t *scr, const float **pin, const float **psi,
+                        float **pp, float **pt, float **pso)
 {
-    const float **pin = malloc(sizeof *pin * (size_t)B), **psi = malloc(sizeof *psi * (size_t)B);
-    float **pp = malloc(sizeof *pp * (size_t)B), **pt = malloc(sizeof *pt * (size_t)B);
-    float **pso = malloc(sizeof *pso * (size_t)B);
     df_error_t err = {0};
-    double t0 = now();
-    int64_t poses = 0, f = 0;
-    while (now() - t0 < seconds) {
-        if (v->nb == v->cap) {
-            v->cap = v->cap ? 2 * v->cap : 4096;
-            double *nbuf = realloc(v->batch_us, v->cap * sizeof(double));
-            if (!nbuf) {
-                fprintf(stderr, "bench_retarget: out of memory\n");
-                exit(1);
-            }
-            v->batch_us = nbuf;
-        }
-        for (int p = 0; p < B; p++, f++) {
-            int64_t fr = v->seq ? ((int64_t)p * (F / B) + v->step) % F : f % F;
-            pin[p] = v->src + fr * v->per;
-            pp[p] = pos + (size_t)p * N3;
-            pt[p] = tw + (size_t)p * Mt;
-            if (v->seq) {
-                psi[p] = v->st + ((size_t)(v->step & 1) * B + p) * v->ns;
-                pso[p] = v->st + ((size_t)(~v->step & 1) * B + p) * v->ns;
-            }
-        }
-        df_batch_t b;
-        memset(&b, 0, sizeof b);
-        b.n = B;
-        b.in[v->in] = pin;
-        if (v->out_pos >= 0) b.out[v->out_pos] = pp;
-        if (v->out_w >= 0) b.out[v->out_w] = pt;
-        if (v->seq) {
-            b.in[v->in_st] = psi;
-            b.out[v->out_st] = pso;
-        }
-        v->step++;
-        const double tb = now();
-        if (df_model_evaluate(v->m, &b, scr, &err)) {
-            fprintf(stderr, "bench_retarget: %s: %s\n", v->name, err.msg);
+    if (v->nb == v->cap) {
+        v->cap = v->cap ? 2 * v->cap : 4096;
+        double *nbuf = realloc(v->batch_us, v->cap * sizeof(double));
+        if (!nbuf) {
+            fprintf(stderr, "bench_retarget: out of memory\n");
             exit(1);
         }
-        v->batch_us[v->nb++] = (now() - tb) * 1e6 / B;
-        poses += B;
+        v->batch_us = nbuf;
     }
-    double rate = (double)poses / (now() - t0);
-    if (rate > v->best) v->best = rate;
-    free(pin);
-    free(psi);
-    free(pp);
-    free(pt);
-    free(pso);
-    return 0;
+    for (int p = 0; p < B; p++, v->f++) {
+        int64_t fr = v->seq ? ((int64_t)p * (F / B) + v->step) % F : v->f % F;
+        pin[p] = v->src + fr * v->per;
+        pp[p] = pos + (size_t)p * N3;
+        pt[p] = tw + (size_t)p * Mt;
+        if (v->seq) {
+            psi[p] = v->st + ((size_t)(v->step & 1) * B + p) * v->ns;
+            pso[p] = v->st + ((size_t)(~v->step & 1) * B + p) * v->ns;
+        }
+    }
+    df_batch_t b;
+    memset(&b, 0, sizeof b);
+    b.n = B;
+    b.in[v->in] = pin;
+    if (v->out_pos >= 0) b.out[v->out_pos] = pp;
+    if (v->out_w >= 0) b.out[v->out_w] = pt;
+    if (v->seq) {
+        b.in[v->in_st] = psi;
+        b.out[v->out_st] = pso;
+    }
+    v->step++;
+    const double tb = now();
+    if (df_model_evaluate(v->m, &b, scr, &err)) {
+        fprintf(stderr, "bench_retarget: %s: %s\n", v->name, err.msg);
+        exit(1);
+    }
+    const double us = (now() - tb) * 1e6 / B;
+    v->batch_us[v->nb++] = us;
+    return us;
+}
+
+/* the median and quartiles of (a_k - b_k) / b_k over paired batches, % */
+static void paired(const variant_t *a, const variant_t *b, double q[3])
+{
+    size_t n = a->nb < b->nb ? a->nb : b->nb;
+    double *r = malloc(sizeof(double) * (n ? n : 1));
+    for (size_t k = 0; k < n; k++) r[k] = 100 * (a->batch_us[k] - b->batch_us[k]) / b->batch_us[k];
+    qsort(r, n, sizeof(double), cmp_d);
+    for (int i = 0; i < 3; i++) q[i] = n ? r[(size_t)((0.25 + 0.25 * i) * (double)(n - 1) + 0.5)] : 0;
+    free(r);
 }
 
 int main(int argc, char **argv)
@@ -225,8 +228,33 @@ int main(int argc, char **argv)
         v[i].st = malloc(sizeof(float) * (size_t)(2 * B * ns));
         for (int64_t e = 0; e < 2 * B * ns; e++) v[i].st[e] = -1.0f; /* no previous frame */
     }
-    for (int r = 0; r < 5; r++)
-        for (int i = 0; i < NV; i++) run(&v[i], B, F, pos, tw, N3, Mt, seconds, scr);
+    /* 5 rounds; within a round the variants take turns batch by batch, so
+     * batch k of every variant runs at the same moment of the machine's
+     * life (a VM's speed drifts by several % over seconds): the paired
+     * ratios below compare batches that ran side by side */
+    {
+        const float **pin = malloc(sizeof *pin * (size_t)B), **psi = malloc(sizeof *psi * (size_t)B);
+        float **pp = malloc(sizeof *pp * (size_t)B), **pt = malloc(sizeof *pt * (size_t)B);
+        float **pso = malloc(sizeof *pso * (size_t)B);
+        for (int r = 0; r < 5; r++) {
+            double used[NV] = {0}, t0 = now();
+            int64_t nb = 0;
+            while (now() - t0 < seconds * NV) {
+                for (int i = 0; i < NV; i++)
+                    used[i] += one_batch(&v[i], B, F, pos, tw, N3, Mt, scr, pin, psi, pp, pt, pso);
+                nb++;
+            }
+            for (int i = 0; i < NV; i++) {
+                double rate = 1e6 * (double)nb / used[i];
+                if (rate > v[i].best) v[i].best = rate;
+            }
+        }
+        free(pin), free(psi), free(pp), free(pt), free(pso);
+    }
+    double pm[3], ps[3], pw[3];
+    paired(&v[0], &v[2], pm);
+    paired(&v[4], &v[2], ps);
+    paired(&v[3], &v[2], pw);
     printf("retarget bench: %lld target vertices, %lld source controls, %lld target shapes, "
            "%lld markers, batch %d, 1 thread, %lld frames cycled, best of 5 x %.1f s CPU%s%s\n",
            (long long)N, (long long)Ms, (long long)Mt, (long long)K, B, (long long)F, seconds,
@@ -250,6 +278,10 @@ int main(int argc, char **argv)
     printf("  in sequences (each pose the next frame of its own sequence, the solve started from "
            "the frame before): markers %+.1f %% (medians %+.1f %%)\n",
            100 * (t_s - t_t) / t_t, 100 * (m_s - m_t) / m_t);
+    printf("  paired batches (each batch beside the target's batch of the same turn), median "
+           "[quartiles]: markers %+.1f %% [%+.1f, %+.1f], sequences %+.1f %% [%+.1f, %+.1f]; "
+           "the mapping alone (target_weights) %.1f %% [%.1f, %.1f] of the target's time\n",
+           pm[1], pm[0], pm[2], ps[1], ps[0], ps[2], 100 + pw[1], 100 + pw[0], 100 + pw[2]);
     for (int i = 0; i < NV; i++) {
         free(v[i].batch_us);
         free(v[i].st);
