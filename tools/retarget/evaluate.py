@@ -24,7 +24,9 @@ the face height (face_height.txt). Weight error: |w - w_true| over frames
 and controls (mean, max). Another actor: the held-out performance's
 markers on another face (make_data.py build), solved by the model as built
 and by models whose rest markers are calibrated to that actor's neutral
-frames (deform retarget build --marker-rest). Prints markdown tables on
+frames (deform retarget build --marker-rest). Another source rig: T1's own
+shapes as the marker solve's basis (a performance of T1's weights, its
+landmark tracks with the same noise levels), served onto T1 itself. Prints markdown tables on
 stdout.
 
 T2 (another topology): `deform retarget transfer` with the landmark warp
@@ -317,6 +319,31 @@ def t1_tables(a, D, W_, dform, build, apply, src, t1, lm, poses, Wt, height_mm):
         for label, params in (("bounded 0..1", None), ("plain least squares", '{"bounds": "none"}')):
             P, _, sw = apply(m_clone, "markers", x, params)
             print(row("%g mm | %s" % (n, label), P, sw))
+
+    # the marker solve on another source rig: T1's own shapes (combinations,
+    # merged pairs, a style shape) as the source, served onto T1 itself (the
+    # names map is the identity), a performance of T1's weights
+    print("\n### Markers -> T1's own weights (T1 as the source rig)\n")
+    print("| noise | solve | mean mm | max mm | mean % | max % | weight mean | weight max |")
+    print("|---|---|---|---|---|---|---|---|")
+    m_self = build("t1_self", "--source", t1, "--target", t1, "--markers", lm)
+    n1, lmi = len(D["t1_names"]), D["landmarks"]
+    rng = np.random.default_rng(1818)
+    W1 = make_data.performance(n1, F, rng)
+    H = make_data.head_motion(F, rng, D["neutral"].mean(axis=0))
+    P1 = D["t1_neutral"][lmi][None] + np.tensordot(W1, D["t1_deltas"][:, lmi], axes=1)
+    P1 = np.einsum("fij,fkj->fki", H[:, :, :3], P1) + H[:, None, :, 3]
+    truth1 = (D["t1_neutral"].reshape(-1)[None] + W1 @ D["t1_deltas"].reshape(n1, -1)).reshape(F, -1, 3)
+    for n in NOISE:
+        x = w("perf_t1self_markers_%gmm.npy" % n)
+        np.save(x, (P1 + (rng.normal(0, n / 10.0, size=P1.shape) if n else 0)).astype(np.float32))
+        for label, params in (("bounded 0..1", None), ("plain least squares", '{"bounds": "none"}')):
+            P, _, sw = apply(m_self, "markers", x, params)
+            d = np.linalg.norm(P.reshape(F, -1, 3) - truth1, axis=2) * 10
+            e = np.abs(sw - W1)
+            print("| %g mm | %s | %.3f | %.2f | %.3f | %.2f | %.4f | %.3f |" % (
+                n, label, d.mean(), d.max(), 100 * d.mean() / height_mm,
+                100 * d.max() / height_mm, e.mean(), e.max()))
 
     print("\n### Another actor: markers of another face, rest markers calibrated "
           "(--marker-rest)\n")
