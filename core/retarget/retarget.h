@@ -152,6 +152,14 @@ typedef enum df__rt_transfer {
     DF_RT_DT = 2,     /* deformation transfer (Sumner & Popovic) */
 } df__rt_transfer_t;
 
+/* Progress of a long offline computation: fn(user, stage, fraction of the
+ * stage done, 0..1), called at each stage's start and end and now and then
+ * between (never more than a few hundred times in all). */
+typedef struct df__rt_progress {
+    void (*fn)(void *user, const char *stage, double frac);
+    void *user;
+} df__rt_progress_t;
+
 /* The source's M shapes carried onto target t (rt_transfer.c): out [M,
  * t->nv, 3] deltas. lm_s, lm_t: L corresponding landmark vertex indices.
  * local_frames (expression cloning): turn and scale each displacement from
@@ -159,13 +167,16 @@ typedef enum df__rt_transfer {
  * refine: rounds of the correspondence's refinement (df__rt_correspond).
  * corr_tri [t->nv], corr_bary [t->nv,3], rounds (each NULL when not
  * wanted; not written by the naive copy): the dense correspondence used,
- * as df__rt_correspond gives it.
+ * as df__rt_correspond gives it. progress: stages "correspondence" (by
+ * rounds of refinement), then "expression cloning", "naive copy" or
+ * "deformation transfer: triangles' closest points", ": factorising",
+ * ": gradients", ": solving".
  * Errors: landmarks out of range, coincident, or not spanning 3D (the warp
  * would be undetermined); CHOLMOD failures. */
 int df__rt_transfer(const df__rt_mesh_t *s, const df__rt_mesh_t *t, const int32_t *lm_s,
                     const int32_t *lm_t, int64_t L, df__rt_transfer_t method, int local_frames,
                     int refine, float *out, int32_t *corr_tri, float *corr_bary, int *rounds,
-                    df_error_t *err);
+                    const df__rt_progress_t *progress /* or NULL */, df_error_t *err);
 /* The dense correspondence of df__rt_transfer: each target vertex's closest
  * point on the source warped through the landmarks, after up to `refine`
  * rounds of sliding semilandmarks (0: the landmark warp alone).
@@ -194,6 +205,8 @@ int df__rt_closest(const double *V, int64_t nv, const uint32_t *T, int64_t nt, c
  * [t->nv] (or NULL): vertices held at rest */
 int df__rt_deformation_transfer(const df__rt_mesh_t *s, const df__rt_mesh_t *t,
                                 const int32_t *ctri, const int32_t *vtri, const float *vbary,
-                                const uint8_t *pin, float *out, df_error_t *err);
+                                const uint8_t *pin, float *out,
+                                const df__rt_progress_t *progress /* or NULL */,
+                                df_error_t *err);
 
 #endif

@@ -518,10 +518,15 @@ static void target_point(const double *Pt, const double *Nt, const uint32_t *f, 
  * landmark given as a vertex is known to about that: the true point is
  * nearer to that vertex than to its neighbours). The warp through the final
  * images gives the correspondence. */
+static void report(const df__rt_progress_t *pg, const char *stage, double frac)
+{
+    if (pg && pg->fn) pg->fn(pg->user, stage, frac);
+}
+
 static int correspond(const df__rt_mesh_t *s, const df__rt_mesh_t *t, const double *Pt,
                       const double *Nt, const int32_t *lm_t, float *cen, float *dst, int64_t L,
                       int refine, int64_t *n_out, double *coef, double *W, int32_t *ctri,
-                      float *cbary, int *rounds, df_error_t *err)
+                      float *cbary, int *rounds, const df__rt_progress_t *pg, df_error_t *err)
 {
     int64_t ns = s->nv, nt = t->nv;
     int rc;
@@ -746,6 +751,7 @@ static int correspond(const df__rt_mesh_t *s, const df__rt_mesh_t *t, const doub
             memcpy(Y + 3 * i, y, sizeof y);
         }
         ++*rounds;
+        report(pg, "correspondence", (double)(r + 1) / (refine + 1));
         if (move / (double)n < STOP_MOVE * edge) break;
     }
     for (int64_t i = 0; i < n; i++)
@@ -797,7 +803,7 @@ int df__rt_correspond(const df__rt_mesh_t *s, const df__rt_mesh_t *t, const int3
     if ((rc = landmarks(s, t, lm_s, lm_t, L, cen, dst, err))) goto done;
     for (int64_t v = 0; v < nt; v++) fget(t->pos, v, Pt + 3 * v);
     vertex_normals(t->pos, nt, t->tri, t->nt, Nt);
-    rc = correspond(s, t, Pt, Nt, lm_t, cen, dst, L, refine, &n, coef, W, tri_out, bary_out, &rd,
+    rc = correspond(s, t, Pt, Nt, lm_t, cen, dst, L, refine, &n, coef, W, tri_out, bary_out, &rd, NULL,
                     err);
     if (rounds) *rounds = rd;
 done:
@@ -808,7 +814,7 @@ done:
 int df__rt_transfer(const df__rt_mesh_t *s, const df__rt_mesh_t *t, const int32_t *lm_s,
                     const int32_t *lm_t, int64_t L, df__rt_transfer_t method, int local_frames,
                     int refine, float *out, int32_t *corr_tri, float *corr_bary, int *rounds_out,
-                    df_error_t *err)
+                    const df__rt_progress_t *pg, df_error_t *err)
 {
     int64_t ns = s->nv, nt = t->nv, M = s->M, cap = L + REFINE_SAMPLES, nc = L;
     int rc = DF_OK, rounds = 0;
@@ -829,6 +835,7 @@ int df__rt_transfer(const df__rt_mesh_t *s, const df__rt_mesh_t *t, const int32_
     vertex_normals(t->pos, nt, t->tri, t->nt, Nt);
     for (int64_t v = 0; v < nt; v++) fget(t->pos, v, Pt + 3 * v);
     if (method == DF_RT_NAIVE) { /* nearest source vertex, no warp */
+        report(pg, "naive copy", 0);
         df_knn_t *grid = NULL;
         for (int64_t v = 0; v < ns; v++) fget(s->pos, v, W + 3 * v);
         if (df_knn_build(W, ns, &grid)) {
@@ -844,12 +851,15 @@ int df__rt_transfer(const df__rt_mesh_t *s, const df__rt_mesh_t *t, const int32_
                     out[(j * nt + q) * 3 + d] = s->deltas[(j * ns + bi) * 3 + d];
         }
         df_knn_free(&grid);
+        report(pg, "naive copy", 1);
         goto done;
     }
     /* every target vertex's point on the warped source */
+    report(pg, "correspondence", 0);
     if ((rc = correspond(s, t, Pt, Nt, lm_t, ls, lt, L, refine, &nc, coef, W, ctri, cbary, &rounds,
-                         err)))
+                         pg, err)))
         goto done;
+    report(pg, "correspondence", 1);
     if (corr_tri) memcpy(corr_tri, ctri, sizeof(int32_t) * (size_t)nt);
     if (corr_bary) memcpy(corr_bary, cbary, sizeof(float) * (size_t)(3 * nt));
     if (rounds_out) *rounds_out = rounds;
@@ -869,7 +879,9 @@ int df__rt_transfer(const df__rt_mesh_t *s, const df__rt_mesh_t *t, const int32_
          * normals would count the coarser mesh's facets as a change of
          * orientation) */
         vertex_normals_d(Pv, nt, t->tri, t->nt, Nv);
+        report(pg, "expression cloning", 0);
         for (int64_t q = 0; q < nt; q++) {
+            if (q % 8192 == 8191) report(pg, "expression cloning", (double)q / (double)nt);
             const uint32_t *f = s->tri + 3 * ctri[q];
             const float *b = cbary + 3 * q;
             double ns3[3], R[9], J[9], wx[3];
@@ -899,6 +911,7 @@ int df__rt_transfer(const df__rt_mesh_t *s, const df__rt_mesh_t *t, const int32_
                         (float)(sc * (R[3 * d] * m[0] + R[3 * d + 1] * m[1] + R[3 * d + 2] * m[2]));
             }
         }
+        report(pg, "expression cloning", 1);
         goto done;
     }
     /* deformation transfer: the source triangle under each target
@@ -935,10 +948,12 @@ int df__rt_transfer(const df__rt_mesh_t *s, const df__rt_mesh_t *t, const int32_
             double l = sqrt(dot3(CN + 3 * f, CN + 3 * f));
             for (int d = 0; d < 3 && l > 0; d++) CN[3 * f + d] /= l;
         }
+        report(pg, "deformation transfer: triangles' closest points", 0);
         rc = df__rt_closest(W, ns, s->tri, s->nt, C, CN, T2, ctri + nt, cbary + 3 * nt, err);
+        if (!rc) report(pg, "deformation transfer: triangles' closest points", 1);
         free(C), free(CN);
         if (rc) goto done;
-        rc = df__rt_deformation_transfer(s, t, ctri + nt, ctri, cbary, pin, out, err);
+        rc = df__rt_deformation_transfer(s, t, ctri + nt, ctri, cbary, pin, out, pg, err);
     }
 done:
     free(ls), free(lt), free(coef), free(W), free(Pt), free(ctri), free(cbary), free(Ns), free(Nt);
@@ -991,8 +1006,10 @@ static int inv33(const double *m, double *o)
 
 int df__rt_deformation_transfer(const df__rt_mesh_t *s, const df__rt_mesh_t *t,
                                 const int32_t *ctri, const int32_t *vtri, const float *vbary,
-                                const uint8_t *pin, float *out, df_error_t *err)
+                                const uint8_t *pin, float *out, const df__rt_progress_t *pg,
+                                df_error_t *err)
 {
+    report(pg, "deformation transfer: factorising", 0);
     int64_t n = t->nv, T2 = t->nt, M = s->M, ns = s->nv;
     cholmod_common cc;
     cholmod_start(&cc);
@@ -1054,7 +1071,10 @@ int df__rt_deformation_transfer(const df__rt_mesh_t *s, const df__rt_mesh_t *t,
     }
     /* right-hand sides: b_c[v_k] += A_t grad_k . (Q_t J0_t)[c,:], plus eps x0 */
     double *bx = B->x;
+    report(pg, "deformation transfer: factorising", 1);
+    report(pg, "deformation transfer: gradients", 0);
     for (int64_t f = 0; f < T2; f++) {
+        if (f % 16384 == 16383) report(pg, "deformation transfer: gradients", (double)f / (double)T2);
         if (Ar[f] == 0) continue;
         const uint32_t *v = t->tri + 3 * f, *u = s->tri + 3 * ctri[f];
         double J0[9] = {0}, F0[9], F0i[9];
@@ -1125,11 +1145,14 @@ int df__rt_deformation_transfer(const df__rt_mesh_t *s, const df__rt_mesh_t *t,
                 bx[(size_t)(3 * j + cdim) * (size_t)n + v] += anc[v] * t->pos[3 * v + cdim];
     free(anc);
     anc = NULL;
+    report(pg, "deformation transfer: gradients", 1);
+    report(pg, "deformation transfer: solving", 0);
     X = cholmod_solve(CHOLMOD_A, Lf, B, &cc);
     if (!X || cc.status != CHOLMOD_OK) {
         rc = E_(DF_ENUMERIC, "deformation transfer: solve failed (CHOLMOD status %d)", cc.status);
         goto done;
     }
+    report(pg, "deformation transfer: solving", 1);
     const double *xx = X->x;
     for (int64_t j = 0; j < M; j++)
         for (int cdim = 0; cdim < 3; cdim++)

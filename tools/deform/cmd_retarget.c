@@ -925,6 +925,33 @@ out:
 
 /* -------------------------------------------------------------- transfer */
 
+/* progress of a long transfer on stderr: past its first second, a line
+ * when a stage starts and at most every second within it, with the stage,
+ * its fraction and the time it still needs at its pace so far */
+typedef struct tprog {
+    double t0, last, stage_t0;
+    char stage[64];
+} tprog_t;
+
+static void transfer_progress(void *user, const char *stage, double frac)
+{
+    tprog_t *p = user;
+    double now = df__now_s();
+    int fresh = strcmp(stage, p->stage) != 0;
+    if (fresh) {
+        snprintf(p->stage, sizeof p->stage, "%s", stage);
+        p->stage_t0 = now;
+    }
+    if (now - p->t0 < 1.0 || (!fresh && now - p->last < 1.0)) return;
+    p->last = now;
+    double in = now - p->stage_t0;
+    if (frac > 0.02 && frac < 1.0)
+        fprintf(stderr, "transfer: %s %.0f %% (%.1f s elapsed, about %.0f s left in this stage)\n",
+                stage, 100 * frac, now - p->t0, in * (1 - frac) / frac);
+    else
+        fprintf(stderr, "transfer: %s %.0f %% (%.1f s elapsed)\n", stage, 100 * frac, now - p->t0);
+}
+
 /* The source's shapes onto a target mesh of another topology: expression
  * cloning, the naive nearest-vertex copy, or deformation transfer
  * (core/retarget/rt_transfer.c). Writes the target as a `rigged` file with
@@ -1034,8 +1061,10 @@ static int cmd_transfer(int argc, char **argv)
         if (!ctri || !cbary || !C) DIE("out of memory");
     }
     double t0 = df__now_s();
+    tprog_t tpr = {t0, t0, t0, ""};
+    df__rt_progress_t pg = {transfer_progress, &tpr};
     if (df__rt_transfer(&sm, &tm, ls, lt, nls, mt, !strcmp(frames, "on"), refine, D, ctri, cbary,
-                        &rounds, &err))
+                        &rounds, &pg, &err))
         DIE("%s", err.msg);
     df_rigged_data_t d;
     memset(&d, 0, sizeof d);

@@ -221,7 +221,7 @@ static void test_transfer(void)
     /* expression cloning without local frames: the warp is the translation,
      * so each target vertex's source point is itself minus the shift, and a
      * field affine in position is interpolated exactly */
-    DF_CHECK_MSG(df__rt_transfer(&s, &t, ls, lt, nl, DF_RT_CLONE, 0, 0, out, NULL, NULL, NULL, &err) == 0, "%s", err.msg);
+    DF_CHECK_MSG(df__rt_transfer(&s, &t, ls, lt, nl, DF_RT_CLONE, 0, 0, out, NULL, NULL, NULL, NULL, &err) == 0, "%s", err.msg);
     double worst = 0;
     for (int v = 0; v < NT * NT; v++) {
         float p[3];
@@ -239,7 +239,7 @@ static void test_transfer(void)
      * the target's corresponding points), agree to the chord error of the
      * finer source: 2.2e-4 here (normals at the source's own resolution
      * against the target's: 5.9e-4) */
-    DF_CHECK(df__rt_transfer(&s, &t, ls, lt, nl, DF_RT_CLONE, 1, 0, out, NULL, NULL, NULL, &err) == 0);
+    DF_CHECK(df__rt_transfer(&s, &t, ls, lt, nl, DF_RT_CLONE, 1, 0, out, NULL, NULL, NULL, NULL, &err) == 0);
     worst = 0;
     for (int v = 0; v < NT * NT; v++) {
         float p[3];
@@ -254,7 +254,7 @@ static void test_transfer(void)
      * triangle's gradient from the source over the same patch (its
      * corners' corresponding points): 3.7e-5 here (from the one source
      * triangle under its centroid: 1.1e-4) */
-    DF_CHECK_MSG(df__rt_transfer(&s, &t, ls, lt, nl, DF_RT_DT, 1, 0, out, NULL, NULL, NULL, &err) == 0, "%s", err.msg);
+    DF_CHECK_MSG(df__rt_transfer(&s, &t, ls, lt, nl, DF_RT_DT, 1, 0, out, NULL, NULL, NULL, NULL, &err) == 0, "%s", err.msg);
     worst = 0;
     const float *o1 = out + 3 * NT * NT;
     for (int f = 0; f < 2 * (NT - 1) * (NT - 1); f++)
@@ -266,7 +266,7 @@ static void test_transfer(void)
         }
     DF_CHECK_MSG(worst < 6e-5, "deformation transfer, stretch: max edge error %g", worst);
     /* naive: the nearest source vertex's displacement, brute force here */
-    DF_CHECK(df__rt_transfer(&s, &t, ls, lt, nl, DF_RT_NAIVE, 0, 0, out, NULL, NULL, NULL, &err) == 0);
+    DF_CHECK(df__rt_transfer(&s, &t, ls, lt, nl, DF_RT_NAIVE, 0, 0, out, NULL, NULL, NULL, NULL, &err) == 0);
     int same = 1;
     for (int v = 0; v < NT * NT; v++) {
         double best = INFINITY;
@@ -281,7 +281,7 @@ static void test_transfer(void)
     DF_CHECK(same);
     /* refused: a landmark out of range */
     lt[2] = NT * NT + 5;
-    DF_CHECK(df__rt_transfer(&s, &t, ls, lt, nl, DF_RT_CLONE, 1, 0, out, NULL, NULL, NULL, &err) == DF_EINVAL);
+    DF_CHECK(df__rt_transfer(&s, &t, ls, lt, nl, DF_RT_CLONE, 1, 0, out, NULL, NULL, NULL, NULL, &err) == DF_EINVAL);
     DF_CHECK_MSG(strstr(err.msg, "landmark 2"), "%s", err.msg);
     free(out);
 }
@@ -332,6 +332,28 @@ static void corr_error(const df__rt_mesh_t *s, const double *truth, int64_t n, c
  * whose border stays the border; 12 landmarks snapped to the target vertex
  * nearest to their true image (as landmarks given as vertex indices are),
  * or (the affine map) exact. */
+/* records the progress calls of a transfer */
+typedef struct prog {
+    char stage[64];
+    double last;
+    int n, stages, ok;
+} prog_t;
+
+static void on_progress(void *user, const char *stage, double frac)
+{
+    prog_t *p = user;
+    if (p->n == 0) p->ok = 1;
+    if (strcmp(stage, p->stage)) { /* a new stage starts at 0 after the last ended at 1 */
+        if (frac != 0.0 || (p->n && p->last != 1.0)) p->ok = 0;
+        snprintf(p->stage, sizeof p->stage, "%s", stage);
+        p->stages++;
+    } else if (!(frac >= p->last && frac <= 1.0)) {
+        p->ok = 0;
+    }
+    p->last = frac;
+    p->n++;
+}
+
 static void test_refine(void)
 {
     enum { NS2 = 41, NT2 = 27, NL = 12 };
@@ -393,9 +415,17 @@ static void test_refine(void)
         static float brx[3 * NT2 * NT2];
         float none[1];
         int rx = -1;
+        prog_t pr = {0};
+        df__rt_progress_t pg = {on_progress, &pr};
         DF_CHECK_MSG(df__rt_transfer(&s, &t, ls, lt, NL, DF_RT_CLONE, 1, 5, none, trx, brx, &rx,
-                                     &err) == 0, "%s", err.msg);
+                                     &pg, &err) == 0, "%s", err.msg);
         DF_CHECK(rx == rounds && !memcmp(trx, tri, sizeof trx) && !memcmp(brx, bary, sizeof brx));
+        /* progress: the correspondence from 0 through each round to 1, then
+         * cloning from 0 to 1, fractions never going back within a stage */
+        DF_CHECK_MSG(pr.ok && pr.n == 4 + rounds && pr.stages == 2 && pr.last == 1.0 &&
+                     !strcmp(pr.stage, "expression cloning"),
+                     "progress: %d calls, %d stages, ok %d, last %g (%s)", pr.n, pr.stages, pr.ok,
+                     pr.last, pr.stage);
         double m0, x0, m1, x1;
         corr_error(&s, truth, NT2 * NT2, tri0, bary0, &m0, &x0);
         corr_error(&s, truth, NT2 * NT2, tri, bary, &m1, &x1);
