@@ -122,9 +122,11 @@ int df_npy_read_f32(const char *path, int *ndim, int64_t shape[DF_MAX_DIMS],
         is_f8 = 0;
     else if (strncmp(descr, "'<f8'", 5) == 0 || strncmp(descr, "\"<f8\"", 5) == 0)
         is_f8 = 1;
-    else {
-        rc = df_error_set(err, DF_EUNSUPPORTED, "%s: npy dtype %.8s (want <f4 or "
-                          "<f8)", path, descr);
+    else { /* name the dtype: the quoted token (at most 16 characters) */
+        int n = 1;
+        while (n < 17 && descr[n] && descr[n] != descr[0]) n++;
+        rc = df_error_set(err, DF_EUNSUPPORTED, "%s: npy dtype %.*s (want <f4 or <f8)", path,
+                          descr[n] == descr[0] ? n + 1 : n, descr);
         goto done;
     }
     if (strncmp(fo, "False", 5) != 0) {

@@ -162,7 +162,9 @@ static void test_read_variants_and_errors(void)
     make("be.npy", 1, "{'descr': '>f4', 'fortran_order': False, 'shape': (2,), }\n", f2, 8);
     expect("be.npy", DF_EUNSUPPORTED, ">f4");
     make("i4.npy", 1, "{'descr': '<i4', 'fortran_order': False, 'shape': (2,), }\n", f2, 8);
-    expect("i4.npy", DF_EUNSUPPORTED, "<i4");
+    expect("i4.npy", DF_EUNSUPPORTED, "dtype '<i4' (want"); /* the token, nothing after it */
+    make("u2.npy", 2, "{\"descr\": \"<u2\", \"fortran_order\": False, \"shape\": (2,)}\n", f2, 4);
+    expect("u2.npy", DF_EUNSUPPORTED, "dtype \"<u2\" (want");
     make("fort.npy", 1, "{'descr': '<f4', 'fortran_order': True, 'shape': (2,), }\n", f2, 8);
     expect("fort.npy", DF_EUNSUPPORTED, "Fortran");
     make("short.npy", 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }\n", f2, 8);
