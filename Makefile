@@ -126,7 +126,12 @@ $(B)/bench/%: bench/%.c $(SERVER_LIB_OBJ) $(CLIENT_OBJ) $(LIBPROTO) $(LIBCORE)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -Iserver $(ALLCFLAGS) -o $@ $< $(SERVER_LIB_OBJ) $(CLIENT_OBJ) $(LIBPROTO) -Wl,--whole-archive $(LIBCORE) -Wl,--no-whole-archive $(LDLIBS_ALL)
 
+# test binaries whose source moved or went away (found by their .d files) are removed with the
+# build, so no run (a kernel check, a sanitizer run) picks up a stale suite
+STALE_TESTS = $(filter-out $(TEST_BINS),$(patsubst %.d,%,$(shell find $(B)/tests -name '*.d' 2>/dev/null)))
+
 tests-build: all $(TEST_BINS)
+	@rm -f $(STALE_TESTS) $(addsuffix .d,$(STALE_TESTS))
 
 deps:
 	@tools/deps.sh
@@ -165,6 +170,7 @@ NOAVX512_RUN =
 endif
 .PHONY: tests-build-core test-noavx512 test-oldblas
 tests-build-core: $(filter $(B)/tests/core/%,$(TEST_BINS))
+	@rm -f $(STALE_TESTS) $(addsuffix .d,$(STALE_TESTS))
 test-noavx512:
 	@$(MAKE) --no-print-directory -j$$(nproc) B=$(NOAVX512_B) BIN=$(NOAVX512_B)/bin \
 	    OPT="-O2 -march=native -mno-avx512f" tests-build-core
