@@ -9,18 +9,18 @@
 # per-vertex error in mm, or -1 everywhere for a plain cell. Cell k goes to
 # row k // cols, column k % cols. Optional labels [cols]: column titles.
 import math
+import os
 import sys
 
 import bpy
 import numpy as np
 
-
-def args():
-    return sys.argv[sys.argv.index('--') + 1:] if '--' in sys.argv else []
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'garment'))
+from bl_util import script_args  # noqa: E402  (the Blender tools' shared helpers)
 
 
 def main():
-    a = args()
+    a = script_args()
     if len(a) < 2:
         sys.exit('usage: render_grid.py -- SCENE.npz OUT.png [--size 180]')
     z = np.load(a[0])
