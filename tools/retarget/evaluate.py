@@ -331,8 +331,7 @@ def t1_tables(a, D, W_, dform, build, apply, src, t1, lm, poses, Wt, height_mm):
     rng = np.random.default_rng(1818)
     W1 = make_data.performance(n1, F, rng)
     H = make_data.head_motion(F, rng, D["neutral"].mean(axis=0))
-    P1 = D["t1_neutral"][lmi][None] + np.tensordot(W1, D["t1_deltas"][:, lmi], axes=1)
-    P1 = np.einsum("fij,fkj->fki", H[:, :, :3], P1) + H[:, None, :, 3]
+    P1 = make_data.marker_tracks(D["t1_neutral"], D["t1_deltas"], W1, H, lmi)
     truth1 = (D["t1_neutral"].reshape(-1)[None] + W1 @ D["t1_deltas"].reshape(n1, -1)).reshape(F, -1, 3)
     for n in NOISE:
         x = w("perf_t1self_markers_%gmm.npy" % n)

@@ -536,6 +536,13 @@ def head_motion(frames, rng, center):
     return H.astype(np.float32)
 
 
+def marker_tracks(neutral, deltas, W, H, lm):
+    """[F,k,3] the landmarks lm of the rig (neutral [N,3], deltas [M,N,3]) at
+    weights W [F,M], moved by the rigid head motion H [F,3,4]"""
+    P = neutral[lm][None] + np.tensordot(W, deltas[:, lm], axes=1)
+    return np.einsum("fij,fkj->fki", H[:, :, :3], P) + H[:, None, :, 3]
+
+
 def cmd_build(args):
     D = load_reduced(args.data)
     os.makedirs(args.out, exist_ok=True)
@@ -567,9 +574,7 @@ def cmd_build(args):
         np.save(o("perf_%s_weights.npy" % name), W)
         np.save(o("perf_%s_head.npy" % name), H.reshape(len(H), 12))
         # landmark positions of the posed source mesh, moved rigidly
-        P = D["neutral"][lm][None] + np.tensordot(W, D["deltas"][:, lm],
-                                                  axes=1)
-        P = np.einsum("fij,fkj->fki", H[:, :, :3], P) + H[:, None, :, 3]
+        P = marker_tracks(D["neutral"], D["deltas"], W, H, lm)
         for n in NOISE_MM:
             noise = rng.normal(0, n / 10.0, size=P.shape) if n else 0
             np.save(o("perf_%s_markers_%gmm.npy" % (name, n)),
@@ -582,10 +587,9 @@ def cmd_build(args):
     rng = np.random.default_rng(1900)
     W = np.load(o("perf_test_weights.npy"))
     H = np.load(o("perf_test_head.npy")).reshape(-1, 3, 4)
-    P = actor[lm][None] + np.tensordot(W, D["deltas"][:, lm], axes=1)
-    P = np.einsum("fij,fkj->fki", H[:, :, :3], P) + H[:, None, :, 3]
+    P = marker_tracks(actor, D["deltas"], W, H, lm)
     Hn = head_motion(10, rng, center)
-    N0 = np.einsum("fij,kj->fki", Hn[:, :, :3], actor[lm]) + Hn[:, None, :, 3]
+    N0 = marker_tracks(actor, D["deltas"], np.zeros((10, m), np.float32), Hn, lm)
     for n in (0, 1):
         noise = rng.normal(0, n / 10.0, size=P.shape) if n else 0
         np.save(o("perf_test_actor_markers_%gmm.npy" % n), (P + noise).astype(np.float32))
