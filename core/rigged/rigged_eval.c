@@ -10,8 +10,10 @@
  *     out as a column-major 3N x (M+S) matrix and appended the rest
  *     positions as column M+S, so with the weights and shapes of the Bm
  *     poses that have a non-zero one gathered into an (M+S+1) x Bm matrix
- *     (last row 1) one GEMM with beta = 0 yields the morphed positions: no
- *     copy pass.
+ *     (last row 1) one GEMM with beta = 0 yields the morphed positions.
+ *     Without a skeleton each pose's column is written straight into its
+ *     output buffers (the packed kernel takes a pointer per column): no
+ *     copy pass, which at 11k vertices was a third of the evaluation.
  *     Bm == 1 uses sgemv (sgemm at n=1 is several times slower than sgemv;
  *     bench/bench_core.c measures both).
  *     Poses without weights read the rest positions directly;
@@ -53,6 +55,7 @@ size_t df__rig_scratch_bytes(const df_model_t *m, int n)
     fl += pos_stride(r);                 /* positions sink */
     fl += al16(J * 12) * 2 + al16(J * 16) * 2 + al16(J * 8);
     fl += al16(B);                       /* morph column of each pose */
+    fl += al16(4 * B);                   /* two column pointers per pose */
     return fl * sizeof(float) + 64;
 }
 
@@ -135,9 +138,10 @@ void df__rig_pack(const float *a, int64_t n3, int64_t m1, float *out)
         }
 }
 
-/* One 32-row panel times T poses (wt: [k][T]); writes rows [i0, i0+rn). */
+/* One 32-row panel times T poses (wt: [k][T]); writes rows [i0, i0+rn) of
+ * the columns c[0 .. T). */
 static inline __attribute__((always_inline)) void
-tile(const float *pa, int64_t m1, const float *wt, int T, float *c, size_t ldc, int rn)
+tile(const float *pa, int64_t m1, const float *wt, int T, float *const *c, int64_t i0, int rn)
 {
     __m512 c0[8], c1[8];
     for (int j = 0; j < T; j++) {
@@ -155,7 +159,7 @@ tile(const float *pa, int64_t m1, const float *wt, int T, float *c, size_t ldc, 
         }
     }
     for (int j = 0; j < T; j++) {
-        float *cc = c + (size_t)j * ldc;
+        float *cc = c[j] + i0;
         if (rn == DF_RIG_PANEL) {
             _mm512_storeu_ps(cc, c0[j]);
             _mm512_storeu_ps(cc + 16, c1[j]);
@@ -199,10 +203,11 @@ static void tile1(const float *pa, int64_t m1, const float *w, float *c, int rn)
     memcpy(c, tmp, (size_t)rn * sizeof(float));
 }
 
-/* C (n3 x nm, column stride ldc) = packed deltas * W (m1 x nm, column
- * stride m1). wt: scratch of m1 * nm floats (W regrouped per tile). */
+/* column j of packed deltas * W (m1 x nm, column stride m1) into cols[j]
+ * (n3 floats each, anywhere: a pose's output buffer or scratch). wt:
+ * scratch of m1 * nm floats (W regrouped per tile). */
 static void packed_gemm(const float *pk, int64_t n3, int64_t m1, const float *W, int nm,
-                        float *C, size_t ldc, float *wt)
+                        float *const *cols, float *wt)
 {
     /* tiles of 8 poses, then 4, 2, 1; a tile's weights at wt + j0 * m1 */
 #define TILE_T(j0) (nm - (j0) >= 8 ? 8 : nm - (j0) >= 4 ? 4 : nm - (j0) >= 2 ? 2 : 1)
@@ -215,7 +220,7 @@ static void packed_gemm(const float *pk, int64_t n3, int64_t m1, const float *W,
     if (nm == 1) {
         for (int64_t p = 0; p < np; p++) {
             int64_t i0 = p * DF_RIG_PANEL;
-            tile1(pk + (size_t)p * (size_t)m1 * DF_RIG_PANEL, m1, W, C + i0,
+            tile1(pk + (size_t)p * (size_t)m1 * DF_RIG_PANEL, m1, W, cols[0] + i0,
                   n3 - i0 < DF_RIG_PANEL ? (int)(n3 - i0) : DF_RIG_PANEL);
         }
         return;
@@ -227,12 +232,12 @@ static void packed_gemm(const float *pk, int64_t n3, int64_t m1, const float *W,
         for (int j0 = 0, T; j0 < nm; j0 += T) {
             T = TILE_T(j0);
             const float *w = wt + (size_t)j0 * m1;
-            float *c = C + (size_t)j0 * ldc + i0;
+            float *const *c = cols + j0;
             switch (T) {
-            case 8: tile(pa, m1, w, 8, c, ldc, rn); break;
-            case 4: tile(pa, m1, w, 4, c, ldc, rn); break;
-            case 2: tile(pa, m1, w, 2, c, ldc, rn); break;
-            default: tile(pa, m1, w, 1, c, ldc, rn); break;
+            case 8: tile(pa, m1, w, 8, c, i0, rn); break;
+            case 4: tile(pa, m1, w, 4, c, i0, rn); break;
+            case 2: tile(pa, m1, w, 2, c, i0, rn); break;
+            default: tile(pa, m1, w, 1, c, i0, rn); break;
             }
         }
     }
@@ -385,22 +390,30 @@ static int normal_matrices(const df__rig_t *r, const float *skin, float *nm)
     return 1;
 }
 
-/* C[:, 0..nm) = A (3N x M1, the load-time layout) x W (M1 x nm). Wt:
- * scratch for the packed kernel's regrouped weights. */
+/* column q of A (3N x M1, the load-time layout) x W (M1 x nm) into cols[q]
+ * (3N floats: a pose's output or scratch). The packed kernel writes each
+ * column where it belongs; cblas (whose result needs one leading
+ * dimension) writes C (column stride ldc) and the columns that belong
+ * elsewhere are copied there. Wt: scratch for the packed kernel's
+ * regrouped weights. */
 static void morph_gemm(const float *A, size_t N3, size_t M1, const float *W, int nm,
-                       float *C, size_t ldc, float *Wt)
+                       float *const *cols, float *C, size_t ldc, float *Wt)
 {
     if (nm <= 0) return;
 #ifdef DF_RIG_PACKED
-    packed_gemm(A, (int64_t)N3, (int64_t)M1, W, nm, C, ldc, Wt);
+    (void)C, (void)ldc;
+    packed_gemm(A, (int64_t)N3, (int64_t)M1, W, nm, cols, Wt);
 #else
     (void)Wt;
-    if (nm == 1)
+    if (nm == 1) {
         cblas_sgemv(CblasColMajor, CblasNoTrans, (int)N3, (int)M1, 1.0f, A, (int)N3, W, 1,
-                    0.0f, C, 1);
-    else
-        cblas_sgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, (int)N3, nm, (int)M1, 1.0f, A,
-                    (int)N3, W, (int)M1, 0.0f, C, (int)ldc);
+                    0.0f, cols[0], 1);
+        return;
+    }
+    cblas_sgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, (int)N3, nm, (int)M1, 1.0f, A,
+                (int)N3, W, (int)M1, 0.0f, C, (int)ldc);
+    for (int q = 0; q < nm; q++)
+        if (cols[q] != C + (size_t)q * ldc) memcpy(cols[q], C + (size_t)q * ldc, N3 * sizeof(float));
 #endif
 }
 
@@ -460,6 +473,8 @@ int df__rig_evaluate(const df_model_t *m, const df_batch_t *b, void *scratch,
     float *dq = s;
     s += al16(J * 8);
     int32_t *col = (int32_t *)s;
+    s += al16((size_t)B);
+    float **pcol = (float **)s, **pcoln = pcol + B; /* where each morphed column goes */
 
     /* 1. morph targets: one GEMM for the batch. A has M+1 columns (rest
      * last), each pose's weight column ends with 1, beta = 0. With no
@@ -491,44 +506,37 @@ int df__rig_evaluate(const df_model_t *m, const df_batch_t *b, void *scratch,
         wc[Cm] = 1.0f;
         nm++;
     }
-    /* With no skeleton and a single morphed pose, the GEMV writes straight
-     * into that pose's output. Several poses go through scratch C and are
-     * copied out: their outputs are separate buffers, and a leading
-     * dimension derived from the distance between two of them would be
-     * meaningless (and overflow the int that cblas takes). */
-    float *dst = C;
-    size_t ldc = ps;
-    int direct = 0;
-    if (nm == 1 && J == 0 && b->out[0]) {
-        for (int p = 0; p < B; p++)
-            if (col[p] == 0) {
-                dst = b->out[0][p];
-                direct = dst != NULL;
-                break;
-            }
-        if (!direct) dst = C;
-        ldc = direct ? N3 : ps;
-    }
-    morph_gemm(r->deltas, N3, M1, Wm, nm, dst, ldc, Wt);
-    /* the normals of morphed poses: the same GEMM on the normal deltas
-     * (rest normals as the last column), when normals are wanted; the
-     * skinning normalises what it is given */
+    /* Where each morphed pose's column goes: with no skeleton the result is
+     * the output, so the kernel writes straight into the pose's output
+     * buffers (positions, and normals before their normalisation); with
+     * one, scratch, which the skinning reads. */
     int morph_n = 0;
     if (Cn && nm > 0 && b->out[1])
         for (int p = 0; p < B && !morph_n; p++) morph_n = col[p] >= 0 && b->out[1][p];
-    if (morph_n) morph_gemm(r->ndeltas, N3, M1, Wm, nm, Cn, ps, Wt);
+    for (int p = 0; p < B; p++) {
+        const int q = col[p];
+        if (q < 0) continue;
+        float *op = J == 0 && b->out[0] ? b->out[0][p] : NULL;
+        float *on = J == 0 && b->out[1] ? b->out[1][p] : NULL;
+        pcol[q] = op ? op : C + (size_t)q * ps;
+        if (morph_n) pcoln[q] = on ? on : Cn + (size_t)q * ps;
+    }
+    morph_gemm(r->deltas, N3, M1, Wm, nm, pcol, C, ps, Wt);
+    /* the normals of morphed poses: the same GEMM on the normal deltas
+     * (rest normals as the last column), when normals are wanted; the
+     * skinning normalises what it is given */
+    if (morph_n) morph_gemm(r->ndeltas, N3, M1, Wm, nm, pcoln, Cn, ps, Wt);
 
     /* 2-3. per pose: FK, skin matrices, skinning */
     for (int p = 0; p < B; p++) {
-        const float *src = col[p] >= 0 ? C + (size_t)col[p] * ps : r->rest;
+        const float *src = col[p] >= 0 ? pcol[col[p]] : r->rest;
         float *op = b->out[0] ? b->out[0][p] : NULL;
         float *on = b->out[1] ? b->out[1][p] : NULL;
-        const float *nin = morph_n && col[p] >= 0 ? Cn + (size_t)col[p] * ps : r->rest_nrm;
+        const float *nin = morph_n && col[p] >= 0 ? pcoln[col[p]] : r->rest_nrm;
         if (J == 0) {
-            if (op && !(direct && col[p] >= 0))
-                memcpy(op, src, N3 * sizeof(float));
+            if (op && op != src) memcpy(op, src, N3 * sizeof(float));
             if (on) {
-                memcpy(on, nin, N3 * sizeof(float));
+                if (on != nin) memcpy(on, nin, N3 * sizeof(float));
                 if (nin != r->rest_nrm) normalize3(on, (size_t)r->N);
             }
             continue;

@@ -8,7 +8,10 @@
  *   - cblas_sgemm of the same column-major shape (same tolerance);
  * and outputs written into one contiguous array equal to separate buffers,
  * bit for bit; and outputs 8.5 GiB apart (a distance no int leading
- * dimension can express) still get the right answer. The Makefile builds and
+ * dimension can express) still get the right answer; a batch mixing rest
+ * poses, poses without a positions buffer and normals (morph normal deltas)
+ * against the naive sums, the rest poses bit for bit, and the same batch
+ * with its buffers in another order giving the same bytes. The Makefile builds and
  * runs this suite with and without the AVX-512 kernel, so both paths run.
  */
 #include "df.h"
@@ -177,6 +180,114 @@ static void test_far_apart_outputs(void)
     munmap(base, span);
 }
 
+/* A model with normals and morph normal deltas; a batch of 13 poses (tiles
+ * of 8, 4 and 1) where poses 2 and 9 have all-zero weights (the rest pose).
+ * Positions equal the naive double sum, normals the normalised naive sum of
+ * the normal deltas; rest poses get the file's rest positions; the buffers
+ * given in another order, or positions or normals alone, get the same
+ * bytes. */
+static void test_normals_and_mixed_outputs(void)
+{
+    enum { BN = 13 };
+    static float nrm[N * 3], ndel[(size_t)M * N * 3];
+    for (int i = 0; i < N; i++) {
+        double a = urand() * 6, c = urand() * 3;
+        nrm[3 * i] = (float)(cos(a) * cos(c)), nrm[3 * i + 1] = (float)(sin(a) * cos(c));
+        nrm[3 * i + 2] = (float)sin(c);
+    }
+    for (size_t i = 0; i < (size_t)M * N * 3; i++) ndel[i] = urand() * 0.05f;
+    df_rigged_data_t d;
+    memset(&d, 0, sizeof d);
+    d.n_vertices = N;
+    d.positions = rest;
+    d.normals = nrm;
+    int64_t T = N - 2;
+    uint32_t *tri = malloc((size_t)T * 3 * sizeof *tri);
+    for (int64_t t = 0; t < T; t++)
+        tri[t * 3] = (uint32_t)t, tri[t * 3 + 1] = (uint32_t)t + 1, tri[t * 3 + 2] = (uint32_t)t + 2;
+    d.n_triangles = T;
+    d.triangles = tri;
+    d.n_morphs = M;
+    d.morph_deltas = deltas;
+    d.morph_normal_deltas = ndel;
+    char path[1200];
+    snprintf(path, sizeof path, "%s/rigged_gemm_n.safetensors", dftest_out_dir());
+    df_error_t e = {0};
+    df_model_t *mn = NULL;
+    int rc = df_rigged_write(&d, path, &e);
+    free(tri);
+    DF_CHECK_MSG(rc == 0, "write: %s", e.msg);
+    if (rc) return;
+    rc = df_model_open(path, "rigged", NULL, NULL, &mn, &e);
+    unlink(path);
+    DF_CHECK_MSG(rc == 0, "open: %s", e.msg);
+    if (rc) return;
+    static float w[BN * M], pos[4][BN][N * 3], nor[4][BN][N * 3];
+    for (int i = 0; i < BN * M; i++) w[i] = urand() * 2;
+    memset(w + 2 * M, 0, M * sizeof(float));
+    memset(w + 9 * M, 0, M * sizeof(float));
+    const float *wp[BN];
+    float *op[4][BN], *on[4][BN];
+    for (int p = 0; p < BN; p++) wp[p] = w + p * M;
+    int ip = df_model_find_output(mn, "positions"), in = df_model_find_output(mn, "normals");
+    DF_CHECK(ip >= 0 && in >= 0);
+    df_scratch_t *s = df_scratch_new();
+    /* v = 0: both outputs; 1: both, the buffers in reverse order; 2:
+     * positions alone; 3: normals alone */
+    for (int v = 0; v < 4; v++) {
+        for (int p = 0; p < BN; p++) {
+            int slot = v == 1 ? BN - 1 - p : p;
+            op[v][p] = pos[v][slot];
+            on[v][p] = nor[v][slot];
+        }
+        df_batch_t b;
+        memset(&b, 0, sizeof b);
+        b.n = BN;
+        b.in[df_model_find_input(mn, "weights")] = wp;
+        b.out[ip] = v == 3 ? NULL : op[v];
+        b.out[in] = v == 2 ? NULL : on[v];
+        rc = df_model_evaluate(mn, &b, s, &e);
+        DF_CHECK_MSG(rc == 0, "%s", e.msg);
+    }
+    double worst_p = 0, worst_n = 0;
+    int bad = 0;
+    for (int p = 0; p < BN; p++) {
+        const int zero = p == 2 || p == 9;
+        for (int i = 0; i < N; i++) {
+            double x[3], n[3], l = 0;
+            for (int a = 0; a < 3; a++) {
+                size_t k = 3 * (size_t)i + a;
+                x[a] = rest[k], n[a] = nrm[k];
+                for (int m = 0; m < M; m++) {
+                    x[a] += (double)w[p * M + m] * deltas[(size_t)m * N * 3 + k];
+                    n[a] += (double)w[p * M + m] * ndel[(size_t)m * N * 3 + k];
+                }
+                l += n[a] * n[a];
+            }
+            l = sqrt(l);
+            for (int a = 0; a < 3; a++) {
+                size_t k = 3 * (size_t)i + a;
+                worst_p = fmax(worst_p, fabs(op[0][p][k] - x[a]));
+                if (zero && op[0][p][k] != rest[k]) bad++;
+                worst_n = fmax(worst_n, fabs(on[0][p][k] - n[a] / l));
+            }
+        }
+        if (memcmp(op[0][p], op[1][p], sizeof pos[0][0]) ||
+            memcmp(op[0][p], op[2][p], sizeof pos[0][0]))
+            bad++;
+        if (memcmp(on[0][p], on[1][p], sizeof nor[0][0]) ||
+            memcmp(on[0][p], on[3][p], sizeof nor[0][0]))
+            bad++;
+    }
+    printf("# normals batch: worst position error %.3g, worst normal error %.3g\n", worst_p,
+           worst_n);
+    DF_CHECK_MSG(worst_p <= 2e-6 * 40 && worst_n <= 1e-5, "positions %g, normals %g", worst_p,
+                 worst_n);
+    DF_CHECK_MSG(bad == 0, "%d rest poses or other buffers differ", bad);
+    df_scratch_free(&s);
+    df_model_unref(&mn);
+}
+
 int main(void)
 {
     if (make_model()) {
@@ -185,6 +296,7 @@ int main(void)
     }
     DF_RUN(test_all_batch_sizes);
     DF_RUN(test_far_apart_outputs);
+    DF_RUN(test_normals_and_mixed_outputs);
     df_model_unref(&model);
     return dftest_exit();
 }
