@@ -45,6 +45,8 @@ typedef struct df__rt {
     float *At;           /* [Ms,K,3]: A with the infinitesimal rigid motions
                           * at the rest markers projected out (the right-hand
                           * sides use it), or A itself */
+    float *pAt, *pGinv, *pE; /* At', Ginv and E packed for math/pgemm.h (its
+                          * builds; NULL otherwise or for no markers) */
     double lambda;
     double lambda_rel;   /* parameters' marker_lambda (x mean diag A'A), or -1 */
     double *tol;         /* [Ms] KKT tolerances of the bounded solve:

@@ -73,7 +73,7 @@ static int require(const df_st_t *st, const char *name, df_dtype_t dt,
  * floats) as the final column, so one GEMM with a weight column
  * [w; beta; 1] gives last + sum w_m a_m + sum beta_s b_s. A NULL a or b with
  * a non-zero count gives zero columns (normals of only one of the two).
- * Packed once into the kernel's panel layout in DF_RIG_PACKED builds. NULL
+ * Packed once into the kernel's panel layout in DF_PGEMM builds. NULL
  * when out of memory. */
 static float *morph_matrix(const float *a, int64_t M, const float *b, int64_t S,
                            const float *last, int64_t N)
@@ -84,10 +84,10 @@ static float *morph_matrix(const float *a, int64_t M, const float *b, int64_t S,
     if (a && M) memcpy(x, a, (size_t)M * n3 * sizeof(float));
     if (b && S) memcpy(x + (size_t)M * n3, b, (size_t)S * n3 * sizeof(float));
     memcpy(x + (size_t)(M + S) * n3, last, n3 * sizeof(float));
-#ifdef DF_RIG_PACKED
-    size_t nf = df__rig_packed_floats(N * 3, M + S + 1);
+#ifdef DF_PGEMM
+    size_t nf = df_pgemm_floats(N * 3, M + S + 1);
     float *pk = aligned_alloc(64, (nf * sizeof(float) + 63) & ~(size_t)63);
-    if (pk) df__rig_pack(x, N * 3, M + S + 1, pk);
+    if (pk) df_pgemm_pack(x, 1, (int64_t)n3, N * 3, M + S + 1, pk);
     free(x);
     x = pk;
 #endif

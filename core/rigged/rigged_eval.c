@@ -26,15 +26,13 @@
  * function allocates nothing.
  */
 #include "math/mathx.h"
+#include "math/pgemm.h"
 #include "rigged/rigged_internal.h"
 
 #include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#ifdef DF_RIG_PACKED
-#include <immintrin.h>
-#endif
 
 #define E(code, ...) df_error_set(err, code, __VA_ARGS__)
 
@@ -49,7 +47,7 @@ size_t df__rig_scratch_bytes(const df_model_t *m, int n)
     size_t fl = 0;
     if (C > 0) fl += B * pos_stride(r) + al16((C + 1) * B);
     if (r->ndeltas) fl += B * pos_stride(r); /* morphed normals */
-#ifdef DF_RIG_PACKED
+#ifdef DF_PGEMM
     if (C > 0) fl += al16((C + 1) * B); /* weights regrouped per tile */
 #endif
     fl += pos_stride(r);                 /* positions sink */
@@ -108,142 +106,9 @@ static const float *pose_in(const df_batch_t *b, int idx, int p)
     return b->in[idx][p];
 }
 
-/* ---- morph GEMM on pre-packed deltas (AVX-512 builds) ----------------
- * OpenBLAS (0.3.21 picks its Haswell AVX2 kernel on this AMD EPYC) copies
- * ("itcopy") the whole 3N x (M+1) delta matrix into its panel layout on
- * every call: a quarter of the GEMM time at batch 32 (perf). Here the
- * deltas are packed once at load into that kind of layout — panels of
- * DF_RIG_PANEL rows, for each k the panel's rows contiguous — and one
- * AVX-512 kernel computes a 32-row x T-pose tile with 2T accumulators.
- * Panels are the outer loop, so a panel (32 x (M+1) floats, 131 KB at
- * M = 1024) is read from memory once per batch and reused from L2 by every
- * tile of poses. Measured against cblas_sgemm of the same shape in
- * docs/performance.md. */
-#ifdef DF_RIG_PACKED
-size_t df__rig_packed_floats(int64_t n3, int64_t m1)
-{
-    return (size_t)((n3 + DF_RIG_PANEL - 1) / DF_RIG_PANEL) * DF_RIG_PANEL * (size_t)m1;
-}
-
-void df__rig_pack(const float *a, int64_t n3, int64_t m1, float *out)
-{
-    int64_t np = (n3 + DF_RIG_PANEL - 1) / DF_RIG_PANEL;
-    for (int64_t p = 0; p < np; p++)
-        for (int64_t k = 0; k < m1; k++) {
-            float *o = out + ((size_t)p * (size_t)m1 + (size_t)k) * DF_RIG_PANEL;
-            for (int r = 0; r < DF_RIG_PANEL; r++) {
-                int64_t i = p * DF_RIG_PANEL + r;
-                o[r] = i < n3 ? a[(size_t)k * (size_t)n3 + (size_t)i] : 0.0f;
-            }
-        }
-}
-
-/* One 32-row panel times T poses (wt: [k][T]); writes rows [i0, i0+rn) of
- * the columns c[0 .. T). */
-static inline __attribute__((always_inline)) void
-tile(const float *pa, int64_t m1, const float *wt, int T, float *const *c, int64_t i0, int rn)
-{
-    __m512 c0[8], c1[8];
-    for (int j = 0; j < T; j++) {
-        c0[j] = _mm512_setzero_ps();
-        c1[j] = _mm512_setzero_ps();
-    }
-    for (int64_t k = 0; k < m1; k++) {
-        __m512 a0 = _mm512_load_ps(pa + k * DF_RIG_PANEL);
-        __m512 a1 = _mm512_load_ps(pa + k * DF_RIG_PANEL + 16);
-        const float *w = wt + k * T;
-        for (int j = 0; j < T; j++) {
-            __m512 bw = _mm512_set1_ps(w[j]);
-            c0[j] = _mm512_fmadd_ps(a0, bw, c0[j]);
-            c1[j] = _mm512_fmadd_ps(a1, bw, c1[j]);
-        }
-    }
-    for (int j = 0; j < T; j++) {
-        float *cc = c[j] + i0;
-        if (rn == DF_RIG_PANEL) {
-            _mm512_storeu_ps(cc, c0[j]);
-            _mm512_storeu_ps(cc + 16, c1[j]);
-        } else {
-            float tmp[DF_RIG_PANEL];
-            _mm512_storeu_ps(tmp, c0[j]);
-            _mm512_storeu_ps(tmp + 16, c1[j]);
-            memcpy(cc, tmp, (size_t)rn * sizeof(float));
-        }
-    }
-}
-
-/* One panel times one pose (batching off, B = 1): memory-bound, so four
- * independent accumulator pairs and a prefetch 2 KB ahead keep enough loads
- * in flight (a single pair measured 20 % slower than sgemv). */
-static void tile1(const float *pa, int64_t m1, const float *w, float *c, int rn)
-{
-    __m512 a[8];
-    for (int j = 0; j < 8; j++) a[j] = _mm512_setzero_ps();
-    int64_t k = 0;
-    for (; k + 4 <= m1; k += 4) {
-        const float *p = pa + k * DF_RIG_PANEL;
-        _mm_prefetch((const char *)(p + 512), _MM_HINT_T0);
-        _mm_prefetch((const char *)(p + 512 + 64), _MM_HINT_T0);
-        for (int u = 0; u < 4; u++) {
-            __m512 bw = _mm512_set1_ps(w[k + u]);
-            a[2 * u] = _mm512_fmadd_ps(_mm512_load_ps(p + u * DF_RIG_PANEL), bw, a[2 * u]);
-            a[2 * u + 1] = _mm512_fmadd_ps(_mm512_load_ps(p + u * DF_RIG_PANEL + 16), bw, a[2 * u + 1]);
-        }
-    }
-    for (; k < m1; k++) {
-        __m512 bw = _mm512_set1_ps(w[k]);
-        a[0] = _mm512_fmadd_ps(_mm512_load_ps(pa + k * DF_RIG_PANEL), bw, a[0]);
-        a[1] = _mm512_fmadd_ps(_mm512_load_ps(pa + k * DF_RIG_PANEL + 16), bw, a[1]);
-    }
-    __m512 c0 = _mm512_add_ps(_mm512_add_ps(a[0], a[2]), _mm512_add_ps(a[4], a[6]));
-    __m512 c1 = _mm512_add_ps(_mm512_add_ps(a[1], a[3]), _mm512_add_ps(a[5], a[7]));
-    float tmp[DF_RIG_PANEL];
-    _mm512_storeu_ps(tmp, c0);
-    _mm512_storeu_ps(tmp + 16, c1);
-    memcpy(c, tmp, (size_t)rn * sizeof(float));
-}
-
-/* column j of packed deltas * W (m1 x nm, column stride m1) into cols[j]
- * (n3 floats each, anywhere: a pose's output buffer or scratch). wt:
- * scratch of m1 * nm floats (W regrouped per tile). */
-static void packed_gemm(const float *pk, int64_t n3, int64_t m1, const float *W, int nm,
-                        float *const *cols, float *wt)
-{
-    /* tiles of 8 poses, then 4, 2, 1; a tile's weights at wt + j0 * m1 */
-#define TILE_T(j0) (nm - (j0) >= 8 ? 8 : nm - (j0) >= 4 ? 4 : nm - (j0) >= 2 ? 2 : 1)
-    for (int j0 = 0, T; j0 < nm; j0 += T) {
-        T = TILE_T(j0);
-        for (int64_t k = 0; k < m1; k++)
-            for (int j = 0; j < T; j++) wt[(size_t)j0 * m1 + k * T + j] = W[(size_t)(j0 + j) * m1 + k];
-    }
-    int64_t np = (n3 + DF_RIG_PANEL - 1) / DF_RIG_PANEL;
-    if (nm == 1) {
-        for (int64_t p = 0; p < np; p++) {
-            int64_t i0 = p * DF_RIG_PANEL;
-            tile1(pk + (size_t)p * (size_t)m1 * DF_RIG_PANEL, m1, W, cols[0] + i0,
-                  n3 - i0 < DF_RIG_PANEL ? (int)(n3 - i0) : DF_RIG_PANEL);
-        }
-        return;
-    }
-    for (int64_t p = 0; p < np; p++) {
-        const float *pa = pk + (size_t)p * (size_t)m1 * DF_RIG_PANEL;
-        int64_t i0 = p * DF_RIG_PANEL;
-        int rn = n3 - i0 < DF_RIG_PANEL ? (int)(n3 - i0) : DF_RIG_PANEL;
-        for (int j0 = 0, T; j0 < nm; j0 += T) {
-            T = TILE_T(j0);
-            const float *w = wt + (size_t)j0 * m1;
-            float *const *c = cols + j0;
-            switch (T) {
-            case 8: tile(pa, m1, w, 8, c, i0, rn); break;
-            case 4: tile(pa, m1, w, 4, c, i0, rn); break;
-            case 2: tile(pa, m1, w, 2, c, i0, rn); break;
-            default: tile(pa, m1, w, 1, c, i0, rn); break;
-            }
-        }
-    }
-#undef TILE_T
-}
-#endif
+/* ---- morph GEMM ------------------------------------------------------
+ * AVX-512 builds: the deltas packed at load (math/pgemm.h), each pose's
+ * column written where it belongs; others: OpenBLAS. */
 
 static int check_finite(const float *x, int64_t n, int p, const char *name,
                         df_error_t *err)
@@ -400,9 +265,9 @@ static void morph_gemm(const float *A, size_t N3, size_t M1, const float *W, int
                        float *const *cols, float *C, size_t ldc, float *Wt)
 {
     if (nm <= 0) return;
-#ifdef DF_RIG_PACKED
+#ifdef DF_PGEMM
     (void)C, (void)ldc;
-    packed_gemm(A, (int64_t)N3, (int64_t)M1, W, nm, cols, Wt);
+    df_pgemm(A, (int64_t)N3, (int64_t)M1, W, nm, cols, NULL, 0, Wt);
 #else
     (void)Wt;
     if (nm == 1) {
@@ -454,7 +319,7 @@ int df__rig_evaluate(const df_model_t *m, const df_batch_t *b, void *scratch,
         Wm = s;
         s += al16((Cm + 1) * (size_t)B);
     }
-#ifdef DF_RIG_PACKED
+#ifdef DF_PGEMM
     float *Wt = s;
     if (Cm > 0) s += al16((Cm + 1) * (size_t)B);
 #else

@@ -11,6 +11,7 @@
 #define DF_RIGGED_INTERNAL_H
 
 #include "base/model_internal.h"
+#include "math/pgemm.h"
 #include "math/skin.h"
 
 typedef struct df__rig_clip {
@@ -32,8 +33,8 @@ typedef struct df__rig {
                        * deltas, the shape deltas, then the rest positions
                        * (weight 1), so one GEMM with beta = 0 gives
                        * rest + sum w_m d_m + sum beta_s D_s.
-                       * DF_RIG_PACKED builds: packed in panels of
-                       * DF_RIG_PANEL rows instead (df__rig_pack) */
+                       * DF_PGEMM builds: packed in panels of
+                       * DF_PGEMM_PANEL rows instead (math/pgemm.h) */
     float *ndeltas;   /* the same layout for the normals: morph_normal_deltas,
                        * shape_normal_deltas (zero columns for the one the
                        * file lacks), then the rest normals; NULL when the
@@ -57,14 +58,6 @@ typedef struct df__rig {
 } df__rig_t;
 
 /* rigged_eval.c */
-/* AVX-512 builds evaluate the morph GEMM with their own kernel on deltas
- * packed at load (rigged_eval.c); others call OpenBLAS. */
-#if defined(__AVX512F__)
-#define DF_RIG_PACKED 1
-#endif
-#define DF_RIG_PANEL 32
-size_t df__rig_packed_floats(int64_t n3, int64_t m1);
-void df__rig_pack(const float *colmajor, int64_t n3, int64_t m1, float *out);
 size_t df__rig_scratch_bytes(const df_model_t *m, int n);
 int df__rig_evaluate(const df_model_t *m, const df_batch_t *b, void *scratch,
                      df_error_t *err);
