@@ -513,6 +513,20 @@ static int rt_load(df_model_t *m, const df_st_t *st, const char *params,
         free(none);
         if (rc) return E_(rc, "cannot add input 'state': %s", df_strerror(rc));
     }
+    /* the target's other inputs under their own names (a skeleton's
+     * joint_rotations, joint_translations, joint_matrices; shape): handed
+     * to the target's evaluation as they come */
+    for (int i = 0; i < t->n_inputs; i++) {
+        if (i == r->tgt_in_w) continue;
+        const df_io_desc_t *d = df_model_input(t, i);
+        if (df_model_find_input(m, d->name) >= 0 || m->n_inputs >= DF_MAX_IO)
+            return E_(DF_EFORMAT, "target input '%s' cannot be passed through", d->name);
+        r->pass_in[r->n_pass] = m->n_inputs;
+        r->pass_tgt[r->n_pass++] = i;
+        if ((rc = df__model_add_input(m, d->name, d->ndim, d->shape, 1,
+                                      df_model_input_default(t, i))))
+            return E_(rc, "cannot add input '%s': %s", d->name, df_strerror(rc));
+    }
     shp[0] = r->N;
     shp[1] = 3;
     r->out_pos = m->n_outputs;
@@ -684,6 +698,13 @@ static int rt_evaluate(const df_model_t *m, const df_batch_t *b, void *scratch,
         if (w && (rc = check_finite(w, Ms, p, "source_weights", err))) return rc;
         const float *sv = pose_in(b, r->in_state, p);
         if (sv && (rc = check_finite(sv, Ms + 1, p, "state", err))) return rc;
+        for (int k = 0; k < r->n_pass; k++) {
+            const float *v = pose_in(b, r->pass_in[k], p);
+            const df_io_desc_t *d = df_model_input(m, r->pass_in[k]);
+            int64_t n = 1;
+            for (int e = 0; e < d->ndim; e++) n *= d->shape[e];
+            if (v && (rc = check_finite(v, n, p, d->name, err))) return rc;
+        }
         if (x) {
             if ((rc = check_finite(x, K3, p, "markers", err))) return rc;
             if (df__rt_degenerate(x, r->rigid_w, K))
@@ -814,6 +835,8 @@ static int rt_evaluate(const df_model_t *m, const df_batch_t *b, void *scratch,
         if (b->out[r->out_nrm]) pnrm[p] = b->out[r->out_nrm][p];
     }
     tb.in[r->tgt_in_w] = pin;
+    for (int k = 0; k < r->n_pass; k++) tb.in[r->pass_tgt[k]] = b->in[r->pass_in[k]];
+    tb.flags = b->flags;
     tb.out[r->tgt_out_pos] = b->out[r->out_pos] ? ppos : NULL;
     tb.out[r->tgt_out_nrm] = b->out[r->out_nrm] ? pnrm : NULL;
     rc = df_kind_rigged.evaluate(r->target, &tb, rig_scratch, err);

@@ -59,6 +59,9 @@ typedef struct df__rt {
     int in_w, in_mk, in_state;
     int out_pos, out_nrm, out_tw, out_sw, out_state;
     int tgt_in_w;        /* the target's `weights` input */
+    int n_pass;          /* the target's other inputs (a skeleton's joint
+                          * inputs, shape), passed through: */
+    int pass_in[DF_MAX_IO], pass_tgt[DF_MAX_IO]; /* ours, the target's */
     int tgt_out_pos, tgt_out_nrm; /* the target's outputs */
 } df__rt_t;
 

@@ -35,6 +35,9 @@ static double nrand(void)
     return sqrt(-2 * log(urand() + 1e-300)) * cos(2 * M_PI * urand());
 }
 
+/* the target's skeleton (knob `skeleton`): joint 0 at the origin, joint 1
+ * its child at (0, 5, 0); every vertex on both with weights skw, 1 - skw */
+static float skw[N];
 /* the model's data, in float as written */
 static float rest[N * 3], deltas[MT * N * 3], E[MT * MS], mrest[K * 3], A[MS * K * 3], mw[K];
 static int32_t tris[T * 3];
@@ -53,11 +56,12 @@ static void make_data(void)
             for (int d = 0; d < 3; d++)
                 A[(j * K + i) * 3 + d] = i < KS ? 0.0f : (float)(0.8 * nrand());
     for (int i = 0; i < K; i++) mw[i] = i < KS ? 1.0f : 0.0f;
+    for (int i = 0; i < N; i++) skw[i] = (float)urand();
 }
 
 typedef struct knobs {
     int no_source_names, dup_name, bad_E_shape, deltas_without_rest, dup_marker, collinear,
-        dead_control, bad_bounds, no_target_morphs, no_markers, marker_lambda_zero;
+        dead_control, bad_bounds, no_target_morphs, no_markers, marker_lambda_zero, skeleton;
     double lambda_abs; /* > 0: metadata marker_lambda */
 } knobs_t;
 
@@ -97,6 +101,26 @@ static void write_model(const char *path, const knobs_t *k)
         if (!k->deltas_without_rest) df_st_writer_add(w, "retarget/marker_rest", DF_DT_F32, 2, sr, r2);
         df_st_writer_add(w, "retarget/marker_deltas", DF_DT_F32, 3, sa, a2);
         df_st_writer_add(w, "retarget/marker_weights", DF_DT_F32, 1, sw, mw);
+    }
+    if (k->skeleton) {
+        int64_t sj[1] = {2}, sj3[2] = {2, 3}, sj4[2] = {2, 4}, sib[3] = {2, 4, 4}, sk[2] = {N, 2};
+        int32_t par[2] = {-1, 0}, sjn[N * 2];
+        float tr[6] = {0, 0, 0, 0, 5, 0}, rot[8] = {0, 0, 0, 1, 0, 0, 0, 1}, sc[6] = {1, 1, 1, 1, 1, 1};
+        float ib[32] = {1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1,
+                        1, 0, 0, 0, 0, 1, 0, -5, 0, 0, 1, 0, 0, 0, 0, 1};
+        float sww[N * 2];
+        for (int i = 0; i < N; i++) {
+            sjn[2 * i] = 0, sjn[2 * i + 1] = 1;
+            sww[2 * i] = skw[i], sww[2 * i + 1] = 1 - skw[i];
+        }
+        df_st_writer_meta(w, "joint_names", "[\"root\",\"head\"]");
+        df_st_writer_add(w, "joint_parents", DF_DT_I32, 1, sj, par);
+        df_st_writer_add(w, "joint_rest_translations", DF_DT_F32, 2, sj3, tr);
+        df_st_writer_add(w, "joint_rest_rotations", DF_DT_F32, 2, sj4, rot);
+        df_st_writer_add(w, "joint_rest_scales", DF_DT_F32, 2, sj3, sc);
+        df_st_writer_add(w, "inverse_bind_matrices", DF_DT_F32, 3, sib, ib);
+        df_st_writer_add(w, "skin_joints", DF_DT_I32, 2, sk, sjn);
+        df_st_writer_add(w, "skin_weights", DF_DT_F32, 2, sk, sww);
     }
     df_error_t err = {0};
     int rc = df_st_writer_save(w, path, &err);
@@ -646,6 +670,145 @@ static void test_bad_poses(void)
     df_model_unref(&m);
 }
 
+/* 3 x 3 rotation of the unit quaternion (x, y, z, w) */
+static void quat_mat(const float *q, double R[9])
+{
+    double x = q[0], y = q[1], z = q[2], w = q[3];
+    double R0[9] = {1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y),
+                    2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x),
+                    2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)};
+    memcpy(R, R0, sizeof R0);
+}
+
+/* A target with a skeleton: its joint inputs are the retarget model's under
+ * the same names, handed to the target's evaluation. Positions from source
+ * weights and joint rotations / translations against linear blend skinning
+ * computed here in double (FK of the two joints, skin matrices world x
+ * inverse bind); without joint inputs the rest pose (the plain morph
+ * reference); with markers the same skinning of the solved weights; a
+ * non-finite joint input refused. */
+static void test_target_skeleton(void)
+{
+    char path[320];
+    snprintf(path, sizeof path, "%s/skel.safetensors", dir);
+    knobs_t k;
+    memset(&k, 0, sizeof k);
+    k.skeleton = 1;
+    write_model(path, &k);
+    df_model_t *m = NULL;
+    df_error_t err = {0};
+    int rc = df_model_open(path, "retarget", NULL, NULL, &m, &err);
+    DF_CHECK_MSG(rc == 0, "%s", err.msg);
+    if (rc) return;
+    int iq = df_model_find_input(m, "joint_rotations"), it = df_model_find_input(m, "joint_translations");
+    DF_CHECK(iq >= 0 && it >= 0);
+    if (iq < 0 || it < 0) goto out;
+    DF_CHECK(df_model_input(m, iq)->shape[0] == 2 && df_model_input(m, iq)->shape[1] == 4);
+    DF_CHECK(df_model_input(m, iq)->optional && df_model_input(m, it)->optional);
+    int iw = df_model_find_input(m, "source_weights"), ix = df_model_find_input(m, "markers");
+    int op = df_model_find_output(m, "positions"), osw = df_model_find_output(m, "solved_weights");
+    df_scratch_t *sc = df_scratch_new();
+    double worst = 0, worst_rest = 0, worst_mk = 0;
+    for (int trial = 0; trial < 12; trial++) {
+        float w[MS], q[8], t[6], pos[N * 3], x[K * 3], posm[N * 3], swm[MS];
+        double wd[MS], twr[MT], pr[N * 3];
+        for (int j = 0; j < MS; j++) wd[j] = w[j] = (float)urand();
+        for (int j = 0; j < 2; j++) {
+            double n = 0;
+            for (int a = 0; a < 4; a++) n += (q[4 * j + a] = (float)nrand()) * q[4 * j + a];
+            for (int a = 0; a < 4; a++) q[4 * j + a] = (float)(q[4 * j + a] / sqrt(n));
+            for (int a = 0; a < 3; a++) t[3 * j + a] = (float)(a == 1 && j == 1 ? 5 : 0) + (float)nrand();
+        }
+        double R0[9], t0[3];
+        random_rigid(R0, t0);
+        make_markers(wd, R0, t0, 0.0, x, NULL);
+        const float *pw[1] = {w}, *pq[1] = {q}, *pt[1] = {t}, *px[1] = {x};
+        float *pp[1] = {pos}, *ppm[1] = {posm}, *psw[1] = {swm};
+        df_batch_t b;
+        memset(&b, 0, sizeof b);
+        b.n = 1;
+        b.in[iw] = pw, b.in[iq] = pq, b.in[it] = pt;
+        b.out[op] = pp;
+        rc = df_model_evaluate(m, &b, sc, &err);
+        DF_CHECK_MSG(rc == 0, "%s", err.msg);
+        /* the same joints with markers instead of weights */
+        memset(&b, 0, sizeof b);
+        b.n = 1;
+        b.in[ix] = px, b.in[iq] = pq, b.in[it] = pt;
+        b.out[op] = ppm, b.out[osw] = psw;
+        rc = df_model_evaluate(m, &b, sc, &err);
+        DF_CHECK_MSG(rc == 0, "%s", err.msg);
+        /* FK: world_0 = [R0 | t0], world_1 = world_0 [R1 | t1]; skin_0 =
+         * world_0, skin_1 = world_1 translate(0, -5, 0) */
+        double Ra[9], Rb[9], W1[9], T1[3], S[2][12];
+        quat_mat(q, Ra), quat_mat(q + 4, Rb);
+        for (int a = 0; a < 3; a++)
+            for (int c = 0; c < 3; c++) {
+                W1[3 * a + c] = 0;
+                for (int e = 0; e < 3; e++) W1[3 * a + c] += Ra[3 * a + e] * Rb[3 * e + c];
+            }
+        for (int a = 0; a < 3; a++) {
+            T1[a] = t[a];
+            for (int e = 0; e < 3; e++) T1[a] += Ra[3 * a + e] * t[3 + e];
+        }
+        for (int a = 0; a < 3; a++) {
+            for (int c = 0; c < 3; c++) S[0][4 * a + c] = Ra[3 * a + c], S[1][4 * a + c] = W1[3 * a + c];
+            S[0][4 * a + 3] = t[a];
+            S[1][4 * a + 3] = T1[a] - 5 * W1[3 * a + 1];
+        }
+        for (int pass = 0; pass < 2; pass++) {
+            double ws[MS];
+            for (int j = 0; j < MS; j++) ws[j] = pass ? swm[j] : wd[j];
+            reference_target(ws, twr, pr);
+            for (int i = 0; i < N; i++)
+                for (int a = 0; a < 3; a++) {
+                    double v = 0;
+                    for (int j = 0; j < 2; j++) {
+                        const double *M = S[j];
+                        double u = M[4 * a + 3];
+                        for (int c = 0; c < 3; c++) u += M[4 * a + c] * pr[3 * i + c];
+                        v += (j ? 1 - (double)skw[i] : skw[i]) * u;
+                    }
+                    double e = fabs((pass ? posm : pos)[3 * i + a] - v) / (1 + fabs(v));
+                    if (pass)
+                        worst_mk = fmax(worst_mk, e);
+                    else
+                        worst = fmax(worst, e);
+                }
+        }
+        /* no joint inputs: the rest pose */
+        memset(&b, 0, sizeof b);
+        b.n = 1;
+        b.in[iw] = pw;
+        b.out[op] = pp;
+        rc = df_model_evaluate(m, &b, sc, &err);
+        DF_CHECK_MSG(rc == 0, "%s", err.msg);
+        reference_target(wd, twr, pr);
+        for (int i = 0; i < N * 3; i++) worst_rest = fmax(worst_rest, fabs(pos[i] - pr[i]) / (1 + fabs(pr[i])));
+    }
+    printf("# target skeleton: posed %.3g, markers %.3g, rest %.3g (relative)\n", worst, worst_mk,
+           worst_rest);
+    DF_CHECK_MSG(worst < 1e-5 && worst_rest < 1e-5, "posed %g, rest %g", worst, worst_rest);
+    DF_CHECK_MSG(worst_mk < 1e-3, "markers %g", worst_mk);
+    /* a non-finite joint input is refused, naming it */
+    {
+        float w[MS] = {0}, q[8] = {0, 0, 0, 1, NAN, 0, 0, 1}, pos[N * 3];
+        const float *pw[1] = {w}, *pq[1] = {q};
+        float *pp[1] = {pos};
+        df_batch_t b;
+        memset(&b, 0, sizeof b);
+        b.n = 1;
+        b.in[iw] = pw, b.in[iq] = pq;
+        b.out[op] = pp;
+        rc = df_model_evaluate(m, &b, sc, &err);
+        DF_CHECK_MSG(rc != 0 && strstr(err.msg, "joint_rotations"), "rc %d: %s", rc, err.msg);
+    }
+    df_scratch_free(&sc);
+out:
+    df_model_unref(&m);
+    unlink(path);
+}
+
 int main(void)
 {
     snprintf(dir, sizeof dir, "%s", dftest_out_dir());
@@ -662,5 +825,6 @@ int main(void)
     DF_RUN(test_batch_consistency);
     DF_RUN(test_bad_models);
     DF_RUN(test_bad_poses);
+    DF_RUN(test_target_skeleton);
     return dftest_exit();
 }
