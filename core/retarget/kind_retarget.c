@@ -63,6 +63,8 @@ static void rt_destroy(void *impl)
     df_model_unref(&r->target);
     free(r->E);
     if (r->At != r->A) free(r->At);
+    free(r->Pj);
+    free(r->PjA);
     free(r->A);
     free(r->tol);
     free(r->rest);
@@ -313,6 +315,21 @@ static int load_markers(df__rt_t *r, const df_st_t *st, const char *const *src_n
             return E_(DF_EFORMAT, "tensor 'retarget/marker_rest': the markers do not determine "
                                   "a rigid motion");
         }
+        /* Pj = (J'J)^-1 J' and Pj A: the correction itself, for the head's
+         * pose (theta = Pj y - Pj A w once w is solved) */
+        r->Pj = malloc((size_t)(6 * n3) * sizeof(double));
+        r->PjA = malloc((size_t)(6 * m) * sizeof(double));
+        if (!r->Pj || !r->PjA) {
+            free(Jm);
+            return E_(DF_ENOMEM, "out of memory");
+        }
+        memcpy(r->jc, c, sizeof c);
+        for (int64_t k = 0; k < n3; k++) {
+            double col[6];
+            for (int q = 0; q < 6; q++) col[q] = Jm[6 * k + q];
+            df__rt_chol_solve(LJ, 6, col);
+            for (int q = 0; q < 6; q++) r->Pj[q * n3 + k] = col[q];
+        }
         for (int64_t j = 0; j < m; j++) {
             const float *a = r->A + j * n3;
             float *at = r->At + j * n3;
@@ -320,6 +337,7 @@ static int load_markers(df__rt_t *r, const df_st_t *st, const char *const *src_n
             for (int64_t k = 0; k < n3; k++)
                 for (int q = 0; q < 6; q++) coef[q] += Jm[6 * k + q] * a[k];
             df__rt_chol_solve(LJ, 6, coef);
+            for (int q = 0; q < 6; q++) r->PjA[q * m + j] = coef[q];
             for (int64_t k = 0; k < n3; k++) {
                 double v = a[k];
                 for (int q = 0; q < 6; q++) v -= Jm[6 * k + q] * coef[q];
@@ -413,7 +431,7 @@ static int rt_load(df_model_t *m, const df_st_t *st, const char *params,
     if (!r) return E_(DF_ENOMEM, "out of memory");
     m->impl = r;
     r->in_w = r->in_mk = r->in_state = -1;
-    r->out_pos = r->out_nrm = r->out_tw = r->out_sw = r->out_state = -1;
+    r->out_pos = r->out_nrm = r->out_tw = r->out_sw = r->out_state = r->out_head = -1;
     int rc;
     const char *fv = df_st_meta(st, "format_version");
     if (fv && strcmp(fv, "1") != 0)
@@ -544,6 +562,14 @@ static int rt_load(df_model_t *m, const df_st_t *st, const char *params,
         r->out_state = m->n_outputs;
         if ((rc = df__model_add_output(m, "state", 1, shp))) return E_(rc, "output");
     }
+    if (r->K > 0) {
+        /* the head's pose: the rigid motion from the source's rest frame to
+         * the markers' (the inverse of the alignment), row-major 3 x 4 */
+        shp[0] = 3;
+        shp[1] = 4;
+        r->out_head = m->n_outputs;
+        if ((rc = df__model_add_output(m, "head_pose", 2, shp))) return E_(rc, "output");
+    }
 #ifdef DF_PGEMM
     /* the mapping's matrices in the packed kernel's layout: the right-hand
      * sides At'y (element (j, c) of At' at At[j 3K + c]), the unconstrained
@@ -568,7 +594,7 @@ static size_t rt_scratch_bytes(const df_model_t *m, int n)
     size_t B = (size_t)n, K3 = (size_t)(3 * r->K), Ms = (size_t)r->Ms;
     size_t fl = al16(Ms * B) + al16((size_t)r->Mt * B) + al16(K3 * B) * 2 + al16(Ms * B) * 2;
     fl += al16((K3 > Ms ? K3 : Ms) * B); /* the packed kernel's regrouped vectors */
-    size_t db = r->K ? df__rt_bvls_work(r->Ms) + df__rt_pdas_work(r->Ms) + 2 * Ms + 32 : 0;
+    size_t db = r->K ? df__rt_bvls_work(r->Ms) + df__rt_pdas_work(r->Ms) + 2 * Ms + 32 + 12 * B : 0;
     size_t ptr = 3 * B + 8;
     return (al16(df_kind_rigged.scratch_bytes(r->target, n)) + 64) + fl * sizeof(float) +
            db * sizeof(double) + ptr * sizeof(void *) + B * sizeof(int32_t) + 2 * B * Ms + B +
@@ -632,6 +658,58 @@ static void gemm(int trans, int rows, int cols, int inner, const float *A, int l
                     cols, inner, 1.0f, A, lda, X, inner, 0.0f, C, rows);
 }
 
+/* The head's pose of a marker pose, row-major 3 x 4 into h: the rigid
+ * motion taking the source's rest frame to the markers'. The alignment
+ * (R, t: markers onto the rest frame) leaves the residual y = R x + t -
+ * rest = A w + J theta + noise; theta = Pj (y - A w), the small rotation om
+ * about jc and translation v solved with the weights (zero without the
+ * rigid correction), moves the posed face p to Q (p - jc) + jc + v with
+ * Q = exp([om]x). So x = R'(Q (p - jc) + jc + v - t). */
+static void head_pose(const df__rt_t *r, const double *Rt, const float *y, const double *w,
+                      float *h)
+{
+    const double *R = Rt, *t = Rt + 9;
+    double th[6] = {0, 0, 0, 0, 0, 0};
+    if (r->Pj) {
+        const int64_t n3 = 3 * r->K;
+        for (int q = 0; q < 6; q++) {
+            const double *pj = r->Pj + q * n3, *pa = r->PjA + q * r->Ms;
+            double v = 0;
+            for (int64_t k = 0; k < n3; k++) v += pj[k] * y[k];
+            for (int64_t j = 0; j < r->Ms; j++) v -= pa[j] * w[j];
+            th[q] = v;
+        }
+    }
+    /* Q by Rodrigues */
+    double Q[9] = {1, 0, 0, 0, 1, 0, 0, 0, 1};
+    const double a = sqrt(th[0] * th[0] + th[1] * th[1] + th[2] * th[2]);
+    if (a > 0) {
+        const double k[3] = {th[0] / a, th[1] / a, th[2] / a}, s = sin(a), c1 = 1 - cos(a);
+        const double K3[9] = {0, -k[2], k[1], k[2], 0, -k[0], -k[1], k[0], 0};
+        for (int i = 0; i < 3; i++)
+            for (int j = 0; j < 3; j++) {
+                double kk = 0;
+                for (int e = 0; e < 3; e++) kk += K3[3 * i + e] * K3[3 * e + j];
+                Q[3 * i + j] += s * K3[3 * i + j] + c1 * kk;
+            }
+    }
+    double off[3]; /* jc - Q jc + v - t */
+    for (int i = 0; i < 3; i++) {
+        off[i] = r->jc[i] + th[3 + i] - t[i];
+        for (int e = 0; e < 3; e++) off[i] -= Q[3 * i + e] * r->jc[e];
+    }
+    for (int i = 0; i < 3; i++) {
+        double s3 = 0;
+        for (int j = 0; j < 3; j++) {
+            double v = 0;
+            for (int e = 0; e < 3; e++) v += R[3 * e + i] * Q[3 * e + j];
+            h[4 * i + j] = (float)v;
+            s3 += R[3 * j + i] * off[j];
+        }
+        h[4 * i + 3] = (float)s3;
+    }
+}
+
 /* the same product through the packed copy pk of A when there is one
  * (df_pgemm; wt: its scratch) */
 static void pgemm(const float *pk, float *wt, int trans, int rows, int cols, int inner,
@@ -679,7 +757,8 @@ static int rt_evaluate(const df_model_t *m, const df_batch_t *b, void *scratch,
     double *bw = d, *ww = bw + Ms, *work = ww + Ms;
     /* the fast path's work, 64-byte aligned */
     double *pwork = (double *)(((uintptr_t)(work + df__rt_bvls_work(Ms)) + 63) & ~(uintptr_t)63);
-    if (K) d = pwork + df__rt_pdas_work(Ms) + 8;
+    double *Rt = pwork + df__rt_pdas_work(Ms) + 8; /* [B,12] each pose's alignment */
+    if (K) d = Rt + 12 * (size_t)B;
     const float **pin = (const float **)d;
     float **ppos = (float **)(pin + B), **pnrm = ppos + B;
     int32_t *mk = (int32_t *)(pnrm + B); /* pose index of each marker pose */
@@ -731,6 +810,10 @@ static int rt_evaluate(const df_model_t *m, const df_batch_t *b, void *scratch,
             else if (df__rt_rigid_align(x, Yref + (size_t)q * K3, r->rigid_w, K, 0, R, t))
                 return E_(DF_EINVAL, "pose %d: input 'markers': rigid alignment failed "
                                      "(degenerate marker set)", mk[q]);
+            if (r->out_head >= 0 && b->out[r->out_head]) { /* kept for the head's pose */
+                memcpy(Rt + 12 * q, R, sizeof(double) * 9);
+                memcpy(Rt + 12 * q + 9, t, sizeof(double) * 3);
+            }
             float *y = Y + (size_t)q * K3;
             for (int64_t i = 0; i < K; i++) {
                 const float *xi = x + 3 * i;
@@ -775,6 +858,8 @@ static int rt_evaluate(const df_model_t *m, const df_batch_t *b, void *scratch,
                 }
             }
             for (int64_t i = 0; i < Ms; i++) Wm[(size_t)q * Ms + i] = (float)ww[i];
+            if (r->out_head >= 0 && b->out[r->out_head] && it + 1 == r->iters)
+                head_pose(r, Rt + 12 * q, Y + (size_t)q * K3, ww, b->out[r->out_head][mk[q]]);
         }
         if (it + 1 < r->iters) {
             gemm(0, (int)K3, nm, (int)Ms, r->A, (int)K3, Wm, Yref);
@@ -813,6 +898,10 @@ static int rt_evaluate(const df_model_t *m, const df_batch_t *b, void *scratch,
             memcpy(b->out[r->out_tw][p], Wt + (size_t)p * Mt, (size_t)Mt * sizeof(float));
         if (b->out[r->out_sw])
             memcpy(b->out[r->out_sw][p], Ws + (size_t)p * Ms, (size_t)Ms * sizeof(float));
+        if (r->out_head >= 0 && b->out[r->out_head] && !pose_in(b, r->in_mk, p)) {
+            float *h = b->out[r->out_head][p]; /* no markers: the rest frame */
+            for (int e = 0; e < 12; e++) h[e] = e % 5 == 0 ? 1.0f : 0.0f;
+        }
         if (r->out_state >= 0 && b->out[r->out_state]) { /* -1: no solve to start from */
             float *o = b->out[r->out_state][p];
             for (int64_t i = 0; i <= Ms; i++) o[i] = -1.0f;

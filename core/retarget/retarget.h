@@ -45,6 +45,10 @@ typedef struct df__rt {
     float *At;           /* [Ms,K,3]: A with the infinitesimal rigid motions
                           * at the rest markers projected out (the right-hand
                           * sides use it), or A itself */
+    double *Pj;          /* [6,3K] (J'J)^-1 J': the rigid correction of a
+                          * residual (rotation about jc, translation), or NULL */
+    double *PjA;         /* [6,Ms] Pj A */
+    double jc[3];        /* the centre of J's rotations */
     float *pAt, *pGinv, *pE; /* At', Ginv and E packed for math/pgemm.h (its
                           * builds; NULL otherwise or for no markers) */
     double lambda;
@@ -57,7 +61,7 @@ typedef struct df__rt {
     int iters;           /* alignment / solve rounds (1..10, default 1) */
     /* input / output indices (-1: absent) */
     int in_w, in_mk, in_state;
-    int out_pos, out_nrm, out_tw, out_sw, out_state;
+    int out_pos, out_nrm, out_tw, out_sw, out_state, out_head;
     int tgt_in_w;        /* the target's `weights` input */
     int n_pass;          /* the target's other inputs (a skeleton's joint
                           * inputs, shape), passed through: */

@@ -100,6 +100,30 @@ for mi in "t1 perf_test_markers_0mm src" "t1 perf_test_actor_markers_0mm unc" \
     "$BIN/deform" retarget apply "$R/$1/1" --markers "$D/$2.npy" --solved "$T/sw_$3.npy" \
         >>"$T/apply_actor.log" 2>&1 || { cat "$T/apply_actor.log"; fail "rt-apply-actor-$3"; }
 done
+# head_pose: the rigid head motion the performance was made with (make_data's
+# head motion, an independent truth), with and without the rigid correction
+"$BIN/deform" retarget apply "$R/t1/1" --markers "$D/perf_test_markers_0mm.npy" \
+    --head-pose "$T/hp.npy" >"$T/apply_hp.log" 2>&1 \
+    && "$BIN/deform" retarget apply "$R/t1/1" --markers "$D/perf_test_markers_0mm.npy" \
+        --params '{"rigid_correction": "none"}' --head-pose "$T/hp_nc.npy" >>"$T/apply_hp.log" 2>&1 \
+    && "$PY" - "$D" "$T" <<'PYEOF' && ok rt-head-pose || { cat "$T/apply_hp.log"; fail rt-head-pose; }
+import sys
+import numpy as np
+D, T = sys.argv[1:3]
+H = np.load(D + "/perf_test_head.npy").reshape(-1, 3, 4).astype(np.float64)
+def errs(f):
+    P = np.load(f).astype(np.float64)
+    assert P.shape == H.shape, P.shape
+    ang = [np.degrees(np.arccos(np.clip((np.trace(p[:, :3].T @ h[:, :3]) - 1) / 2, -1, 1)))
+           for p, h in zip(P, H)]
+    tr = np.linalg.norm(P[:, :, 3] - H[:, :, 3], axis=1)
+    return np.mean(ang), np.max(ang), tr.mean(), tr.max()
+a = errs(T + "/hp.npy")
+b = errs(T + "/hp_nc.npy")
+print("head pose vs truth, degrees mean/max, cm mean/max: corrected %.4f/%.4f %.4f/%.4f, "
+      "alignment alone %.4f/%.4f %.4f/%.4f" % (a + b))
+sys.exit(0 if a[0] < 0.05 and a[1] < 0.25 and a[2] < 0.01 and a[0] < b[0] else 1)
+PYEOF
 "$PY" - "$R/t1_actor/1/model.safetensors" "$D" "$T" <<'PYEOF' && ok rt-marker-rest-calibrates || fail rt-marker-rest-calibrates
 import json, struct, sys
 import numpy as np

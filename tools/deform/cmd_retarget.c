@@ -8,7 +8,7 @@
  *       [--clamp unit|none] [--align-iterations N] [--marker-rest NEUTRAL.npy]
  *   deform retarget apply MODEL (--weights W.npy | --markers X.npy)
  *       [--batch B] [--params JSON] [--positions P.npy] [--target-weights T.npy]
- *       [--solved S.npy]
+ *       [--solved S.npy] [--head-pose H.npy]
  *   deform retarget keyframes --source SRC --markers INDICES.txt
  *       --performance X.npy [--components N] --out BASIS.safetensors
  *       [--frames-out FRAMES.txt]
@@ -68,6 +68,7 @@ static void usage(FILE *f)
             "           [--clamp unit|none] [--align-iterations N] [--marker-rest NEUTRAL.npy]\n"
             "       deform retarget apply MODEL (--weights W.npy | --markers X.npy) [--batch B]\n"
             "           [--params JSON] [--positions P.npy] [--target-weights T.npy] [--solved S.npy]\n"
+            "           [--head-pose H.npy]\n"
             "       deform retarget keyframes --source SRC --markers INDICES.txt --performance X.npy\n"
             "           [--components N] --out BASIS.safetensors [--frames-out FRAMES.txt]\n"
             "       deform retarget transfer --source SRC --target MESH --source-landmarks A.txt\n"
@@ -628,7 +629,7 @@ out:
 static int cmd_apply(int argc, char **argv)
 {
     const char *model = NULL, *win = NULL, *xin = NULL, *params = NULL;
-    const char *opos = NULL, *otw = NULL, *osw = NULL;
+    const char *opos = NULL, *otw = NULL, *osw = NULL, *ohp = NULL;
     int batch = 64;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -640,6 +641,7 @@ static int cmd_apply(int argc, char **argv)
         else if (!strcmp(a, "--positions") && more) opos = argv[++i];
         else if (!strcmp(a, "--target-weights") && more) otw = argv[++i];
         else if (!strcmp(a, "--solved") && more) osw = argv[++i];
+        else if (!strcmp(a, "--head-pose") && more) ohp = argv[++i];
         else if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
         else if (a[0] != '-' && !model) model = a;
         else {
@@ -648,9 +650,10 @@ static int cmd_apply(int argc, char **argv)
             return 2;
         }
     }
-    if (!model || (!win == !xin) || (!opos && !otw && !osw)) {
+    if (!model || (!win == !xin) || (!opos && !otw && !osw && !ohp)) {
         fprintf(stderr, "deform retarget apply: MODEL, one of --weights/--markers and at least "
-                        "one of --positions/--target-weights/--solved are required\n");
+                        "one of --positions/--target-weights/--solved/--head-pose are "
+                        "required\n");
         return 2;
     }
     if (batch < 1 || batch > 4096) {
@@ -660,9 +663,9 @@ static int cmd_apply(int argc, char **argv)
     df_error_t err = {0};
     df_model_t *m = NULL;
     df_scratch_t *scr = NULL;
-    float *in = NULL, *P = NULL, *TW = NULL, *SW = NULL;
+    float *in = NULL, *P = NULL, *TW = NULL, *SW = NULL, *HP = NULL;
     const float **pin = NULL;
-    float **pp = NULL, **pt = NULL, **ps = NULL;
+    float **pp = NULL, **pt = NULL, **ps = NULL, **ph = NULL;
     int rc = 1;
     char path[4096];
     if (df__tool_open_model(model, &m, path, sizeof path, &err)) DIE("%s", err.msg);
@@ -689,18 +692,21 @@ static int cmd_apply(int argc, char **argv)
     int64_t F = sh[0];
     int64_t N = df_model_n_vertices(m);
     int io = df_model_find_output(m, "positions"), it = df_model_find_output(m, "target_weights"),
-        is = df_model_find_output(m, "solved_weights");
+        is = df_model_find_output(m, "solved_weights"), ih = df_model_find_output(m, "head_pose");
+    if (ohp && ih < 0) DIE("the model has no output 'head_pose' (built without --markers)");
     int64_t Mt = df_model_output(m, it)->shape[0], Ms = df_model_output(m, is)->shape[0];
     if ((opos && !(P = malloc((size_t)(F * N * 3) * sizeof(float)))) ||
         (otw && !(TW = malloc((size_t)(F * Mt) * sizeof(float)))) ||
-        (osw && !(SW = malloc((size_t)(F * Ms) * sizeof(float)))))
+        (osw && !(SW = malloc((size_t)(F * Ms) * sizeof(float)))) ||
+        (ohp && !(HP = malloc((size_t)(F * 12) * sizeof(float)))))
         DIE("out of memory (%lld frames)", (long long)F);
     pin = malloc((size_t)batch * sizeof *pin);
     pp = malloc((size_t)batch * sizeof *pp);
     pt = malloc((size_t)batch * sizeof *pt);
     ps = malloc((size_t)batch * sizeof *ps);
+    ph = malloc((size_t)batch * sizeof *ph);
     scr = df_scratch_new();
-    if (!pin || !pp || !pt || !ps || !scr) DIE("out of memory");
+    if (!pin || !pp || !pt || !ps || !ph || !scr) DIE("out of memory");
     double t0 = df__now_s(), last = t0;
     for (int64_t f0 = 0; f0 < F; f0 += batch) {
         int n = (int)(F - f0 < batch ? F - f0 : batch);
@@ -712,11 +718,13 @@ static int cmd_apply(int argc, char **argv)
             if (P) pp[p] = P + (size_t)(f0 + p) * (size_t)N * 3;
             if (TW) pt[p] = TW + (size_t)(f0 + p) * (size_t)Mt;
             if (SW) ps[p] = SW + (size_t)(f0 + p) * (size_t)Ms;
+            if (HP) ph[p] = HP + (size_t)(f0 + p) * 12;
         }
         b.in[ii] = pin;
         if (P) b.out[io] = pp;
         if (TW) b.out[it] = pt;
         if (SW) b.out[is] = ps;
+        if (HP) b.out[ih] = ph;
         if (df_model_evaluate(m, &b, scr, &err))
             DIE("frames %lld..%lld: %s", (long long)f0, (long long)(f0 + n - 1), err.msg);
         double t = df__now_s();
@@ -728,10 +736,11 @@ static int cmd_apply(int argc, char **argv)
         }
     }
     double el = df__now_s() - t0;
-    int64_t s3[3] = {F, N, 3}, s2[2] = {F, Mt}, s2s[2] = {F, Ms};
+    int64_t s3[3] = {F, N, 3}, s2[2] = {F, Mt}, s2s[2] = {F, Ms}, s34[3] = {F, 3, 4};
     if (P && df_npy_write_f32(opos, 3, s3, P, &err)) DIE("%s", err.msg);
     if (TW && df_npy_write_f32(otw, 2, s2, TW, &err)) DIE("%s", err.msg);
     if (SW && df_npy_write_f32(osw, 2, s2s, SW, &err)) DIE("%s", err.msg);
+    if (HP && df_npy_write_f32(ohp, 3, s34, HP, &err)) DIE("%s", err.msg);
     printf("applied %s to %lld frames of '%s' in %.2fs (%.0f frames/s, batch %d)\n", model,
            (long long)F, iname, el, el > 0 ? (double)F / el : 0.0, batch);
     rc = 0;
@@ -742,6 +751,8 @@ out:
     free(P);
     free(TW);
     free(SW);
+    free(HP);
+    free(ph);
     free(pin);
     free(pp);
     free(pt);

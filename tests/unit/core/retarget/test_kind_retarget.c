@@ -809,6 +809,54 @@ out:
     unlink(path);
 }
 
+/* head_pose: for a marker pose the rigid motion taking the source's rest
+ * frame to the markers' (exact markers of a known motion x = R p + t give
+ * [R | t]); for a pose with source weights or neither, the identity */
+static void test_head_pose(void)
+{
+    df_model_t *m = open_model(NULL);
+    if (!m) return;
+    int oh = df_model_find_output(m, "head_pose");
+    DF_CHECK(oh >= 0);
+    if (oh < 0) goto out;
+    DF_CHECK(df_model_output(m, oh)->ndim == 2 && df_model_output(m, oh)->shape[0] == 3 &&
+             df_model_output(m, oh)->shape[1] == 4);
+    int iw = df_model_find_input(m, "source_weights"), ix = df_model_find_input(m, "markers");
+    df_scratch_t *sc = df_scratch_new();
+    double worst = 0;
+    int bad_id = 0;
+    for (int trial = 0; trial < 20; trial++) {
+        double w[MS] = {0}, R[9], t[3];
+        for (int k = 0; k < 2; k++) w[(int)(urand() * MS)] = 0.2 + 0.6 * urand();
+        random_rigid(R, t);
+        float x[K * 3], ws[MS] = {0.5f}, h[3][12];
+        make_markers(w, R, t, 0.0, x, NULL);
+        const float *px[3] = {NULL, x, NULL}, *pw[3] = {ws, NULL, NULL};
+        float *ph[3] = {h[0], h[1], h[2]};
+        for (int i = 0; i < 36; i++) h[i / 12][i % 12] = NAN;
+        df_batch_t b;
+        memset(&b, 0, sizeof b);
+        b.n = 3;
+        b.in[ix] = px, b.in[iw] = pw;
+        b.out[oh] = ph;
+        df_error_t err = {0};
+        int rc = df_model_evaluate(m, &b, sc, &err);
+        DF_CHECK_MSG(rc == 0, "%s", err.msg);
+        for (int a = 0; a < 3; a++) {
+            for (int c = 0; c < 3; c++) worst = fmax(worst, fabs(h[1][4 * a + c] - R[3 * a + c]));
+            worst = fmax(worst, fabs(h[1][4 * a + 3] - t[a]) / 20);
+        }
+        for (int p = 0; p < 3; p += 2)
+            for (int e = 0; e < 12; e++) bad_id += h[p][e] != (e % 5 == 0 ? 1.0f : 0.0f);
+    }
+    printf("# head pose: worst error %.3g (rotation; translation / 20)\n", worst);
+    DF_CHECK_MSG(worst < 1e-4, "head pose off by %g", worst);
+    DF_CHECK_MSG(bad_id == 0, "%d values of the identity wrong", bad_id);
+    df_scratch_free(&sc);
+out:
+    df_model_unref(&m);
+}
+
 int main(void)
 {
     snprintf(dir, sizeof dir, "%s", dftest_out_dir());
@@ -826,5 +874,6 @@ int main(void)
     DF_RUN(test_bad_models);
     DF_RUN(test_bad_poses);
     DF_RUN(test_target_skeleton);
+    DF_RUN(test_head_pose);
     return dftest_exit();
 }
