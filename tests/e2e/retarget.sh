@@ -232,7 +232,7 @@ d = sys.argv[1]
 np.save(d + "/x8.npy", np.load(d + "/perf_test_markers_1mm.npy")[:8])
 np.save(d + "/w8.npy", np.load(d + "/perf_test_weights.npy")[:8])' "$D"
 "$BIN/deform" retarget apply "$R/t1/1" --markers "$D/x8.npy" --positions "$T/off_pos.npy" \
-    --target-weights "$T/off_tw.npy" --solved "$T/off_sw.npy" >"$T/apply.log" 2>&1 \
+    --target-weights "$T/off_tw.npy" --solved "$T/off_sw.npy" --head-pose "$T/off_hp.npy" >"$T/apply.log" 2>&1 \
     && "$BIN/deform" retarget apply "$R/t1/1" --weights "$D/w8.npy" --positions "$T/off_wpos.npy" \
        --target-weights "$T/off_wtw.npy" >>"$T/apply.log" 2>&1 \
     && "$BIN/deform" retarget apply "$R/t2" --weights "$D/w8.npy" --positions "$T/off_t2.npy" >>"$T/apply.log" 2>&1 \
@@ -272,6 +272,7 @@ def infer(inputs, outputs=("positions", "target_weights", "solved_weights"), mod
 
 X = np.load(D + "/x8.npy"); W = np.load(D + "/w8.npy")
 pos = np.load(T + "/off_pos.npy"); tw = np.load(T + "/off_tw.npy"); sw = np.load(T + "/off_sw.npy")
+hp = np.load(T + "/off_hp.npy")
 wpos = np.load(T + "/off_wpos.npy"); wtw = np.load(T + "/off_wtw.npy")
 TP, TW = 1e-4, 1e-4
 
@@ -279,7 +280,7 @@ meta = json.loads(urllib.request.urlopen(URL + "/v2/models/t1").read())
 ins = {i["name"]: i["shape"] for i in meta["inputs"]}
 outs = {o["name"] for o in meta["outputs"]}
 check("metadata", ins.get("markers") == [-1, 68, 3] and ins.get("source_weights") == [-1, 55]
-      and {"positions", "normals", "target_weights", "solved_weights"} <= outs
+      and {"positions", "normals", "target_weights", "solved_weights", "head_pose"} <= outs
       and str(meta.get("versions", ["1"])[-1]) == "1", meta)
 
 worst = [0.0, 0.0, 0.0]
@@ -294,11 +295,14 @@ else:
     check("http-markers-single-equals-offline", worst[0] <= TP and worst[1] <= TW and worst[2] <= TW,
           "max diffs positions %g, target weights %g, solved %g" % tuple(worst))
 
-st, a = infer([{"name": "markers", "shape": [8, 68, 3], "datatype": "FP32", "data": X.ravel().tolist()}])
+st, a = infer([{"name": "markers", "shape": [8, 68, 3], "datatype": "FP32", "data": X.ravel().tolist()}],
+              outputs=("positions", "target_weights", "head_pose"))
 if st == 200:
     d = (float(np.abs(a["positions"].reshape(8, -1, 3) - pos).max()),
-         float(np.abs(a["target_weights"].reshape(8, -1) - tw).max()))
-    check("http-markers-batch8-equals-offline", d[0] <= TP and d[1] <= TW, "max diffs %g %g" % d)
+         float(np.abs(a["target_weights"].reshape(8, -1) - tw).max()),
+         float(np.abs(a["head_pose"].reshape(8, 3, 4) - hp).max()))
+    check("http-markers-batch8-equals-offline", d[0] <= TP and d[1] <= TW and d[2] <= 1e-5,
+          "max diffs positions %g, target weights %g, head pose %g" % d)
 else:
     check("http-markers-batch8-equals-offline", False, "status %s %s" % (st, a))
 
