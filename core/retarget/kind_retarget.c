@@ -36,8 +36,8 @@
  * The products of step 1 and 2 run on At', G^-1 and E packed at load for
  * math/pgemm.h's kernel in AVX-512 builds (OpenBLAS copies its operand into
  * its own layout on every call: at these sizes that and its call overhead
- * were 0.54 us per pose of the mapping, the packed kernel 0.25), sgemm
- * elsewhere.
+ * measured 0.54 us per pose of the mapping, the packed kernel about 0.25),
+ * sgemm elsewhere.
  * Scratch holds everything (the rigged kind's scratch first, then ours);
  * nothing is allocated per request.
  */
