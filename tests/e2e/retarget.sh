@@ -124,6 +124,64 @@ print("head pose vs truth, degrees mean/max, cm mean/max: corrected %.4f/%.4f %.
       "alignment alone %.4f/%.4f %.4f/%.4f" % (a + b))
 sys.exit(0 if a[0] < 0.05 and a[1] < 0.25 and a[2] < 0.01 and a[0] < b[0] else 1)
 PYEOF
+# a target with a skeleton: T1 with one joint carrying every vertex; the
+# build keeps it, apply takes its joint inputs (--input), and each frame's
+# positions are the unposed ones turned and moved by that joint: R p + t
+"$PY" - "$D" "$T" <<'PYEOF' || fail rt-skeleton-data
+import sys
+import numpy as np
+sys.path.insert(0, "tools/garment")
+import stfile
+D, T = sys.argv[1:3]
+t, meta = stfile.read(D + "/t1.safetensors")
+t = dict(t)
+N = t["positions"].shape[0]
+t.update({"joint_parents": np.array([-1], np.int32),
+          "joint_rest_translations": np.zeros((1, 3), np.float32),
+          "joint_rest_rotations": np.array([[0, 0, 0, 1]], np.float32),
+          "joint_rest_scales": np.ones((1, 3), np.float32),
+          "inverse_bind_matrices": np.eye(4, dtype=np.float32)[None],
+          "skin_joints": np.zeros((N, 1), np.int32), "skin_weights": np.ones((N, 1), np.float32)})
+meta = dict(meta, joint_names='["head"]')
+stfile.write(T + "/t1_skel.safetensors", t, meta)
+F = np.load(D + "/perf_test_weights.npy").shape[0]
+rng = np.random.default_rng(5)
+q = rng.normal(size=(F, 1, 4)); q /= np.linalg.norm(q, axis=2, keepdims=True)
+np.save(T + "/jrot.npy", q.astype(np.float32))
+np.save(T + "/jtr.npy", rng.normal(scale=3.0, size=(F, 1, 3)).astype(np.float32))
+np.save(T + "/jrot_short.npy", q[:5].astype(np.float32))
+PYEOF
+"$BIN/deform" retarget build --source "$D/source.safetensors" --target "$T/t1_skel.safetensors" \
+    --repository "$T/rs" --name skel --map clone --poses $POSES >"$T/bskel.log" 2>&1 \
+    && "$BIN/deform" retarget apply "$T/rs/skel/1" --weights "$D/perf_test_weights.npy" \
+        --positions "$T/skel_p0.npy" >>"$T/bskel.log" 2>&1 \
+    && "$BIN/deform" retarget apply "$T/rs/skel/1" --weights "$D/perf_test_weights.npy" \
+        --input joint_rotations="$T/jrot.npy" --input joint_translations="$T/jtr.npy" \
+        --positions "$T/skel_p1.npy" >>"$T/bskel.log" 2>&1 \
+    && "$PY" - "$T" <<'PYEOF' && ok rt-skeleton-target-posed || { cat "$T/bskel.log"; fail rt-skeleton-target-posed; }
+import sys
+import numpy as np
+T = sys.argv[1]
+p0 = np.load(T + "/skel_p0.npy").astype(np.float64)
+p1 = np.load(T + "/skel_p1.npy").astype(np.float64)
+q = np.load(T + "/jrot.npy").astype(np.float64)[:, 0]
+t = np.load(T + "/jtr.npy").astype(np.float64)[:, 0]
+x, y, z, w = q.T
+R = np.stack([1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y),
+              2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x),
+              2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)], 1).reshape(-1, 3, 3)
+ref = np.einsum("fij,fnj->fni", R, p0) + t[:, None, :]
+err = np.abs(p1 - ref).max()
+print("skeleton target: posed positions vs R p + t: max %.3g cm" % err)
+sys.exit(0 if err < 1e-3 and np.abs(p1 - p0).max() > 1.0 else 1)
+PYEOF
+"$BIN/deform" retarget apply "$T/rs/skel/1" --weights "$D/perf_test_weights.npy" \
+    --input joint_rotations="$T/jrot_short.npy" --positions "$T/skel_bad.npy" >"$T/bskel2.log" 2>&1
+[ $? -ne 0 ] && grep -q "with 4 values a frame for input 'joint_rotations'" "$T/bskel2.log" \
+    && "$BIN/deform" retarget apply "$T/rs/skel/1" --weights "$D/perf_test_weights.npy" \
+        --input bones="$T/jrot.npy" --positions "$T/skel_bad.npy" >>"$T/bskel2.log" 2>&1; \
+    [ $? -ne 0 ] && grep -q "the model has no input 'bones'" "$T/bskel2.log" \
+    && ok rt-apply-input-refusals || { cat "$T/bskel2.log"; fail rt-apply-input-refusals; }
 "$PY" - "$R/t1_actor/1/model.safetensors" "$D" "$T" <<'PYEOF' && ok rt-marker-rest-calibrates || fail rt-marker-rest-calibrates
 import json, struct, sys
 import numpy as np

@@ -8,7 +8,7 @@
  *       [--clamp unit|none] [--align-iterations N] [--marker-rest NEUTRAL.npy]
  *   deform retarget apply MODEL (--weights W.npy | --markers X.npy)
  *       [--batch B] [--params JSON] [--positions P.npy] [--target-weights T.npy]
- *       [--solved S.npy] [--head-pose H.npy]
+ *       [--solved S.npy] [--head-pose H.npy] [--input NAME=FILE.npy]...
  *   deform retarget keyframes --source SRC --markers INDICES.txt
  *       --performance X.npy [--components N] --out BASIS.safetensors
  *       [--frames-out FRAMES.txt]
@@ -68,7 +68,7 @@ static void usage(FILE *f)
             "           [--clamp unit|none] [--align-iterations N] [--marker-rest NEUTRAL.npy]\n"
             "       deform retarget apply MODEL (--weights W.npy | --markers X.npy) [--batch B]\n"
             "           [--params JSON] [--positions P.npy] [--target-weights T.npy] [--solved S.npy]\n"
-            "           [--head-pose H.npy]\n"
+            "           [--head-pose H.npy] [--input NAME=FILE.npy]...\n"
             "       deform retarget keyframes --source SRC --markers INDICES.txt --performance X.npy\n"
             "           [--components N] --out BASIS.safetensors [--frames-out FRAMES.txt]\n"
             "       deform retarget transfer --source SRC --target MESH --source-landmarks A.txt\n"
@@ -630,6 +630,8 @@ static int cmd_apply(int argc, char **argv)
 {
     const char *model = NULL, *win = NULL, *xin = NULL, *params = NULL;
     const char *opos = NULL, *otw = NULL, *osw = NULL, *ohp = NULL;
+    const char *extra[DF_MAX_IO]; /* --input NAME=FILE.npy */
+    int nx = 0;
     int batch = 64;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -642,6 +644,13 @@ static int cmd_apply(int argc, char **argv)
         else if (!strcmp(a, "--target-weights") && more) otw = argv[++i];
         else if (!strcmp(a, "--solved") && more) osw = argv[++i];
         else if (!strcmp(a, "--head-pose") && more) ohp = argv[++i];
+        else if (!strcmp(a, "--input") && more) {
+            if (nx == DF_MAX_IO) {
+                fprintf(stderr, "deform retarget apply: too many --input\n");
+                return 2;
+            }
+            extra[nx++] = argv[++i];
+        }
         else if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
         else if (a[0] != '-' && !model) model = a;
         else {
@@ -664,6 +673,10 @@ static int cmd_apply(int argc, char **argv)
     df_model_t *m = NULL;
     df_scratch_t *scr = NULL;
     float *in = NULL, *P = NULL, *TW = NULL, *SW = NULL, *HP = NULL;
+    float *xarr[DF_MAX_IO] = {0};
+    const float **xp[DF_MAX_IO] = {0};
+    int xi[DF_MAX_IO];
+    int64_t xper[DF_MAX_IO];
     const float **pin = NULL;
     float **pp = NULL, **pt = NULL, **ps = NULL, **ph = NULL;
     int rc = 1;
@@ -690,6 +703,33 @@ static int cmd_apply(int argc, char **argv)
         DIE("%s: want [F,%s] for input '%s' (%lld values a frame), got %lld a frame",
             win ? win : xin, d->ndim == 1 ? "m" : "K,3", iname, (long long)per, (long long)got);
     int64_t F = sh[0];
+    /* the model's other inputs (a skeleton target's joint_rotations, ...),
+     * one [F, ...] array each */
+    for (int k = 0; k < nx; k++) {
+        const char *eq = strchr(extra[k], '=');
+        char name[DF_NAME_MAX];
+        if (!eq || eq == extra[k] || (size_t)(eq - extra[k]) >= sizeof name || !eq[1])
+            DIE("--input %s: want NAME=FILE.npy", extra[k]);
+        memcpy(name, extra[k], (size_t)(eq - extra[k]));
+        name[eq - extra[k]] = 0;
+        xi[k] = df_model_find_input(m, name);
+        if (xi[k] < 0) DIE("--input %s: the model has no input '%s'", extra[k], name);
+        if (xi[k] == ii) DIE("--input %s: '%s' is the frames' input already", extra[k], name);
+        for (int q = 0; q < k; q++)
+            if (xi[q] == xi[k]) DIE("--input %s: '%s' given twice", extra[k], name);
+        const df_io_desc_t *xd = df_model_input(m, xi[k]);
+        xper[k] = 1;
+        for (int e = 0; e < xd->ndim; e++) xper[k] *= xd->shape[e];
+        int xnd;
+        int64_t xsh[DF_MAX_DIMS];
+        if (df_npy_read_f32(eq + 1, &xnd, xsh, &xarr[k], &err)) DIE("%s", err.msg);
+        int64_t xg = 1;
+        for (int e = 1; e < xnd; e++) xg *= xsh[e];
+        if (xnd < 2 || xsh[0] != F || xg != xper[k])
+            DIE("%s: want [%lld, ...] with %lld values a frame for input '%s'", eq + 1,
+                (long long)F, (long long)xper[k], name);
+        if (!(xp[k] = malloc((size_t)batch * sizeof *xp[k]))) DIE("out of memory");
+    }
     int64_t N = df_model_n_vertices(m);
     int io = df_model_find_output(m, "positions"), it = df_model_find_output(m, "target_weights"),
         is = df_model_find_output(m, "solved_weights"), ih = df_model_find_output(m, "head_pose");
@@ -721,6 +761,10 @@ static int cmd_apply(int argc, char **argv)
             if (HP) ph[p] = HP + (size_t)(f0 + p) * 12;
         }
         b.in[ii] = pin;
+        for (int k = 0; k < nx; k++) {
+            for (int p = 0; p < n; p++) xp[k][p] = xarr[k] + (size_t)(f0 + p) * (size_t)xper[k];
+            b.in[xi[k]] = xp[k];
+        }
         if (P) b.out[io] = pp;
         if (TW) b.out[it] = pt;
         if (SW) b.out[is] = ps;
@@ -753,6 +797,10 @@ out:
     free(SW);
     free(HP);
     free(ph);
+    for (int k = 0; k < nx; k++) {
+        free(xarr[k]);
+        free(xp[k]);
+    }
     free(pin);
     free(pp);
     free(pt);
