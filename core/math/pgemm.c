@@ -3,6 +3,7 @@
 
 #ifdef DF_PGEMM
 #include <immintrin.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define PANEL DF_PGEMM_PANEL
@@ -23,6 +24,13 @@ void df_pgemm_pack(const float *a, int64_t rs, int64_t cs, int64_t n, int64_t k,
                 o[r] = i < n ? a[i * rs + c * cs] : 0.0f;
             }
         }
+}
+
+float *df_pgemm_new(const float *a, int64_t rs, int64_t cs, int64_t n, int64_t k)
+{
+    float *pk = aligned_alloc(64, (df_pgemm_floats(n, k) * sizeof(float) + 63) & ~(size_t)63);
+    if (pk) df_pgemm_pack(a, rs, cs, n, k, pk);
+    return pk;
 }
 
 /* the address of result column j (of the whole product), rows from i0 */

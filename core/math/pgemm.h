@@ -36,6 +36,9 @@ size_t df_pgemm_floats(int64_t n, int64_t k);
  * leading dimension; row-major: rs the row length, cs 1), into out (64-byte
  * aligned, df_pgemm_floats(n, k) floats) */
 void df_pgemm_pack(const float *a, int64_t rs, int64_t cs, int64_t n, int64_t k, float *out);
+/* a packed copy of A (the layout of df_pgemm_pack) in new 64-byte aligned
+ * memory (free it with free()); NULL when out of memory */
+float *df_pgemm_new(const float *a, int64_t rs, int64_t cs, int64_t n, int64_t k);
 /* for j < nm: column j of the result, n floats, = A W_j with W_j = W + j k;
  * written to cols[j] when cols is given, else to C + j ldc. wt: scratch of
  * k nm floats (W regrouped per tile). */

@@ -407,18 +407,6 @@ static int load_markers(df__rt_t *r, const df_st_t *st, const char *const *src_n
     return DF_OK;
 }
 
-#ifdef DF_PGEMM
-/* a copy of the n x k matrix (element (i, c) at a[i rs + c cs]) packed for
- * df_pgemm; NULL when out of memory */
-static float *packed(const float *a, int64_t rs, int64_t cs, int64_t n, int64_t k)
-{
-    size_t bytes = (df_pgemm_floats(n, k) * sizeof(float) + 63) & ~(size_t)63;
-    float *pk = aligned_alloc(64, bytes);
-    if (pk) df_pgemm_pack(a, rs, cs, n, k, pk);
-    return pk;
-}
-#endif
-
 static int rt_load(df_model_t *m, const df_st_t *st, const char *params,
                    const df_limits_t *lim, df_error_t *err)
 {
@@ -574,9 +562,9 @@ static int rt_load(df_model_t *m, const df_st_t *st, const char *params,
     /* the mapping's matrices in the packed kernel's layout: the right-hand
      * sides At'y (element (j, c) of At' at At[j 3K + c]), the unconstrained
      * solutions Ginv b, the target weights E w (E row-major) */
-    if (!(r->pE = packed(r->E, r->Ms, 1, r->Mt, r->Ms)) ||
-        (r->K && (!(r->pAt = packed(r->At, 3 * r->K, 1, r->Ms, 3 * r->K)) ||
-                  !(r->pGinv = packed(r->Ginv, 1, r->Ms, r->Ms, r->Ms)))))
+    if (!(r->pE = df_pgemm_new(r->E, r->Ms, 1, r->Mt, r->Ms)) ||
+        (r->K && (!(r->pAt = df_pgemm_new(r->At, 3 * r->K, 1, r->Ms, 3 * r->K)) ||
+                  !(r->pGinv = df_pgemm_new(r->Ginv, 1, r->Ms, r->Ms, r->Ms)))))
         return E_(DF_ENOMEM, "out of memory");
 #endif
     return DF_OK;

@@ -85,9 +85,7 @@ static float *morph_matrix(const float *a, int64_t M, const float *b, int64_t S,
     if (b && S) memcpy(x + (size_t)M * n3, b, (size_t)S * n3 * sizeof(float));
     memcpy(x + (size_t)(M + S) * n3, last, n3 * sizeof(float));
 #ifdef DF_PGEMM
-    size_t nf = df_pgemm_floats(N * 3, M + S + 1);
-    float *pk = aligned_alloc(64, (nf * sizeof(float) + 63) & ~(size_t)63);
-    if (pk) df_pgemm_pack(x, 1, (int64_t)n3, N * 3, M + S + 1, pk);
+    float *pk = df_pgemm_new(x, 1, (int64_t)n3, N * 3, M + S + 1);
     free(x);
     x = pk;
 #endif

@@ -4,8 +4,9 @@
  *  - every row count from 1 to 70 (one panel, a partial panel, several),
  *    column counts k of 1, 7, 55 and 204, batches of 1 to 19 vectors (every
  *    tile split: 8, 4, 2, 1);
- *  - the matrix packed from a column-major and from a row-major array (the
- *    strides of the rigged deltas and of the retarget mapping's matrices);
+ *  - the matrix packed from a column-major array (df_pgemm_pack) and from
+ *    a row-major one (df_pgemm_new): the strides of the rigged deltas and of
+ *    the retarget mapping's matrices;
  *  - results written to C + j ldc with ldc > n, and to a pointer per column
  *    in reverse order: the same bytes, rows past n untouched.
  * Tolerance 1e-6 of the product's scale (float accumulation of at most 204
@@ -38,14 +39,14 @@ static void test_against_naive(void)
             float *a = malloc(sizeof(float) * (size_t)(n * k));
             for (int64_t i = 0; i < n * k; i++) a[i] = urand();
             float *pc = aligned_alloc(64, (df_pgemm_floats(n, k) * sizeof(float) + 63) & ~(size_t)63);
-            float *pr = aligned_alloc(64, (df_pgemm_floats(n, k) * sizeof(float) + 63) & ~(size_t)63);
             /* a as column-major (element (i, c) at a[i + c n]) and the
              * same matrix row-major */
             float *at = malloc(sizeof(float) * (size_t)(n * k));
             for (int64_t i = 0; i < n; i++)
                 for (int64_t c = 0; c < k; c++) at[i * k + c] = a[i + c * n];
             df_pgemm_pack(a, 1, n, n, k, pc);
-            df_pgemm_pack(at, k, 1, n, k, pr);
+            float *pr = df_pgemm_new(at, k, 1, n, k); /* allocates and packs */
+            DF_CHECK(pr != NULL);
             for (int nm = 1; nm <= 19; nm += (n % 3 == 0 ? 1 : 6)) {
                 float *W = malloc(sizeof(float) * (size_t)(k * nm));
                 for (int64_t i = 0; i < k * nm; i++) W[i] = urand();
