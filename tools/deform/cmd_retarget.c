@@ -626,6 +626,37 @@ out:
 
 /* ----------------------------------------------------------------- apply */
 
+/* the frames [F, ...] of model input idx from an .npy (float32 or float64),
+ * *per values a frame; *F < 0: any frame count (set here), else it must be
+ * that count. NULL with the reason in err */
+static float *read_frames(const df_model_t *m, int idx, const char *path, int64_t *F,
+                          int64_t *per, df_error_t *err)
+{
+    const df_io_desc_t *d = df_model_input(m, idx);
+    *per = 1;
+    for (int e = 0; e < d->ndim; e++) *per *= d->shape[e];
+    char want[96] = "";
+    for (int e = 0; e < d->ndim; e++)
+        snprintf(want + strlen(want), sizeof want - strlen(want), ",%lld", (long long)d->shape[e]);
+    int nd;
+    int64_t sh[DF_MAX_DIMS];
+    float *x = NULL;
+    if (df_npy_read_f32(path, &nd, sh, &x, err)) return NULL;
+    int64_t got = 1;
+    for (int e = 1; e < nd; e++) got *= sh[e];
+    if (nd < 2 || got != *per || (*F >= 0 && sh[0] != *F)) {
+        char fs[32] = "F";
+        if (*F >= 0) snprintf(fs, sizeof fs, "%lld", (long long)*F);
+        df_error_set(err, DF_EINVAL, "%s: want [%s%s] with %lld values a frame for input '%s', "
+                                     "got %lld frames of %lld", path, fs, want, (long long)*per,
+                     d->name, nd < 1 ? 0LL : (long long)sh[0], (long long)got);
+        free(x);
+        return NULL;
+    }
+    *F = sh[0];
+    return x;
+}
+
 static int cmd_apply(int argc, char **argv)
 {
     const char *model = NULL, *win = NULL, *xin = NULL, *params = NULL;
@@ -691,18 +722,8 @@ static int cmd_apply(int argc, char **argv)
     const char *iname = win ? "source_weights" : "markers";
     int ii = df_model_find_input(m, iname);
     if (ii < 0) DIE("the model has no input '%s' (built without --markers?)", iname);
-    const df_io_desc_t *d = df_model_input(m, ii);
-    int64_t per = 1;
-    for (int k = 0; k < d->ndim; k++) per *= d->shape[k];
-    int nd;
-    int64_t sh[DF_MAX_DIMS];
-    if (df_npy_read_f32(win ? win : xin, &nd, sh, &in, &err)) DIE("%s", err.msg);
-    int64_t got = 1;
-    for (int k = 1; k < nd; k++) got *= sh[k];
-    if (nd < 2 || got != per)
-        DIE("%s: want [F,%s] for input '%s' (%lld values a frame), got %lld a frame",
-            win ? win : xin, d->ndim == 1 ? "m" : "K,3", iname, (long long)per, (long long)got);
-    int64_t F = sh[0];
+    int64_t F = -1, per;
+    if (!(in = read_frames(m, ii, win ? win : xin, &F, &per, &err))) DIE("%s", err.msg);
     /* the model's other inputs (a skeleton target's joint_rotations, ...),
      * one [F, ...] array each */
     for (int k = 0; k < nx; k++) {
@@ -717,17 +738,7 @@ static int cmd_apply(int argc, char **argv)
         if (xi[k] == ii) DIE("--input %s: '%s' is the frames' input already", extra[k], name);
         for (int q = 0; q < k; q++)
             if (xi[q] == xi[k]) DIE("--input %s: '%s' given twice", extra[k], name);
-        const df_io_desc_t *xd = df_model_input(m, xi[k]);
-        xper[k] = 1;
-        for (int e = 0; e < xd->ndim; e++) xper[k] *= xd->shape[e];
-        int xnd;
-        int64_t xsh[DF_MAX_DIMS];
-        if (df_npy_read_f32(eq + 1, &xnd, xsh, &xarr[k], &err)) DIE("%s", err.msg);
-        int64_t xg = 1;
-        for (int e = 1; e < xnd; e++) xg *= xsh[e];
-        if (xnd < 2 || xsh[0] != F || xg != xper[k])
-            DIE("%s: want [%lld, ...] with %lld values a frame for input '%s'", eq + 1,
-                (long long)F, (long long)xper[k], name);
+        if (!(xarr[k] = read_frames(m, xi[k], eq + 1, &F, &xper[k], &err))) DIE("%s", err.msg);
         if (!(xp[k] = malloc((size_t)batch * sizeof *xp[k]))) DIE("out of memory");
     }
     int64_t N = df_model_n_vertices(m);
