@@ -184,40 +184,60 @@ static inline void rank_k(double *M, int64_t P, const double *F, int64_t ldf, co
     default: call(4); break; \
     }
 
-/* in-place inverse of the leading k x k block of a small SPD matrix, by
- * Gauss-Jordan without pivoting: its pivots are the successive Schur
- * complements. -1 when a pivot is <= tiny[p]. K is a constant in each
- * instance (small_inverse below), so the block stays in registers. */
-static inline int small_inverse_k(double S[BLK][BLK], const double *tiny, const int K)
+/* in-place inverse of a 4 x 4 SPD block (a k x k block padded with the
+ * identity), by cofactors: one division and no chain of pivots (Gauss-
+ * Jordan's four dependent divisions made it latency-bound). The pivots
+ * Gauss-Jordan would take are the ratios of the leading principal minors
+ * D1..D4; -1 when pivot p <= tiny[p], i.e. D(p+1) <= tiny[p] D(p) (D0 = 1),
+ * checked without dividing. */
+static int small_inverse(double S[BLK][BLK], const double *tiny, int k)
 {
-    double a[BLK][BLK];
-    for (int i = 0; i < K; i++)
-        for (int e = 0; e < K; e++) a[i][e] = S[i][e];
-    for (int p = 0; p < K; p++) {
-        const double d = a[p][p];
-        if (!(d > tiny[p])) return -1;
-        const double id = 1.0 / d;
-        double row[BLK];
-        for (int e = 0; e < K; e++) row[e] = (e == p ? 1.0 : a[p][e]) * id;
-        for (int i = 0; i < K; i++) {
-            const double f = a[i][p];
-            for (int e = 0; e < K; e++)
-                a[i][e] = i == p ? row[e] : (e == p ? 0.0 : a[i][e]) - f * row[e];
-        }
-    }
-    for (int i = 0; i < K; i++)
-        for (int e = 0; e < K; e++) S[i][e] = a[i][e];
+    (void)k;
+    const double a00 = S[0][0], a01 = S[0][1], a02 = S[0][2], a03 = S[0][3];
+    const double a10 = S[1][0], a11 = S[1][1], a12 = S[1][2], a13 = S[1][3];
+    const double a20 = S[2][0], a21 = S[2][1], a22 = S[2][2], a23 = S[2][3];
+    const double a30 = S[3][0], a31 = S[3][1], a32 = S[3][2], a33 = S[3][3];
+    const double s0 = a00 * a11 - a10 * a01, s1 = a00 * a12 - a10 * a02,
+                 s2 = a00 * a13 - a10 * a03, s3 = a01 * a12 - a11 * a02,
+                 s4 = a01 * a13 - a11 * a03, s5 = a02 * a13 - a12 * a03;
+    const double c5 = a22 * a33 - a32 * a23, c4 = a21 * a33 - a31 * a23,
+                 c3 = a21 * a32 - a31 * a22, c2 = a20 * a33 - a30 * a23,
+                 c1 = a20 * a32 - a30 * a22, c0 = a20 * a31 - a30 * a21;
+    const double D3 = a20 * s3 - a21 * s1 + a22 * s0; /* leading 3 x 3 minor */
+    const double det = s0 * c5 - s1 * c4 + s2 * c3 + s3 * c2 - s4 * c1 + s5 * c0;
+    if (!(a00 > tiny[0]) || !(s0 > tiny[1] * a00) || !(D3 > tiny[2] * s0) ||
+        !(det > tiny[3] * D3))
+        return -1;
+    const double id = 1.0 / det;
+    S[0][0] = (a11 * c5 - a12 * c4 + a13 * c3) * id;
+    S[0][1] = (-a01 * c5 + a02 * c4 - a03 * c3) * id;
+    S[0][2] = (a31 * s5 - a32 * s4 + a33 * s3) * id;
+    S[0][3] = (-a21 * s5 + a22 * s4 - a23 * s3) * id;
+    S[1][0] = (-a10 * c5 + a12 * c2 - a13 * c1) * id;
+    S[1][1] = (a00 * c5 - a02 * c2 + a03 * c1) * id;
+    S[1][2] = (-a30 * s5 + a32 * s2 - a33 * s1) * id;
+    S[1][3] = (a20 * s5 - a22 * s2 + a23 * s1) * id;
+    S[2][0] = (a10 * c4 - a11 * c2 + a13 * c0) * id;
+    S[2][1] = (-a00 * c4 + a01 * c2 - a03 * c0) * id;
+    S[2][2] = (a30 * s4 - a31 * s2 + a33 * s0) * id;
+    S[2][3] = (-a20 * s4 + a21 * s2 - a23 * s0) * id;
+    S[3][0] = (-a10 * c3 + a11 * c1 - a12 * c0) * id;
+    S[3][1] = (a00 * c3 - a01 * c1 + a02 * c0) * id;
+    S[3][2] = (-a30 * s3 + a31 * s1 - a32 * s0) * id;
+    S[3][3] = D3 * id;
     return 0;
 }
 
-static int small_inverse(double S[BLK][BLK], const double *tiny, int k)
+/* c[t] = g[idx[t]] for t < n (the free variables' entries of a row of G;
+ * c may be written up to n rounded up to 8) */
+static inline void gather(const double *g, const int32_t *idx, int64_t n, double *c)
 {
-    switch (k) {
-    case 1: return small_inverse_k(S, tiny, 1);
-    case 2: return small_inverse_k(S, tiny, 2);
-    case 3: return small_inverse_k(S, tiny, 3);
-    default: return small_inverse_k(S, tiny, 4);
-    }
+    int64_t t = 0;
+#if defined(__AVX512F__)
+    for (; t + 8 <= n; t += 8)
+        _mm512_storeu_pd(c + t, _mm512_i32gather_pd(_mm256_loadu_si256((const __m256i *)(idx + t)), g, 8));
+#endif
+    for (; t < n; t++) c[t] = g[idx[t]];
 }
 
 /* ------------------------------------------------- the explicit inverse */
@@ -244,7 +264,7 @@ static int inv_add(inv_t *I, const int32_t *A, const int j)
     for (int l = 0; l < j; l++) {
         const double *Gl = I->G + (int64_t)A[l] * P;
         double *Cl = C + l * P;
-        for (int64_t t = 0; t < s; t++) Cl[t] = Gl[I->F[t]];
+        gather(Gl, I->F, s, Cl);
         tiny[l] = 1e-13 * Gl[A[l]];
     }
     /* V_l = M G_{F,A_l}, zero from s on (M is) */
