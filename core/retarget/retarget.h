@@ -131,6 +131,15 @@ void df__rt_chol_solve(const double *L, int64_t m, double *x);
 int df__rt_rigid_align(const float *x, const float *y, const float *w,
                        int64_t K, int check, double R[9], double t[3]);
 
+/* The marker basis adapted to an actor (rt_adapt.c): [A c] = argmin
+ * sum_f |d_f - A w_f - c|^2 + mu |A - A0|^2 + mu |c|^2 over F frames of
+ * displacements D [F,n3] (the actor's markers aligned into the rest frame,
+ * minus the rest markers) and their weights W [F,m]; A0, A: [m,n3] (a
+ * control's displacements contiguous, as retarget/marker_deltas); c [n3]
+ * OUT: the frames' common offset from the rest markers. mu > 0 (absolute). */
+int df__rt_adapt_basis(const float *D, const float *W, int64_t F, int64_t n3, int64_t m,
+                       const float *A0, double mu, float *A, float *c, df_error_t *err);
+
 /* Eigen-decomposition of a symmetric n x n matrix (row-major) by cyclic
  * Jacobi, to off-diagonal^2 <= 1e-30 diagonal^2 (at most 60 sweeps): a is
  * destroyed (its diagonal ends as the eigenvalues, unsorted), V [n,n] gets

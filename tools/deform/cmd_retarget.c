@@ -6,6 +6,8 @@
  *       [--lambda L] [--markers INDICES.txt|all] [--marker-lambda L]
  *       [--rigid-weights stable|uniform] [--bounds unit|nonneg|none]
  *       [--clamp unit|none] [--align-iterations N] [--marker-rest NEUTRAL.npy]
+ *       [--adapt FRAMES.npy --adapt-weights W.npy [--adapt-lambda A]
+ *        [--adapt-iterations N]]
  *   deform retarget apply MODEL (--weights W.npy | --markers X.npy)
  *       [--batch B] [--params JSON] [--positions P.npy] [--target-weights T.npy]
  *       [--solved S.npy] [--head-pose H.npy] [--input NAME=FILE.npy]...
@@ -37,7 +39,8 @@
  * --marker-rest calibrates the markers to an actor: the rest markers become
  * the actor's neutral frames ([k,3] or [F,k,3]), each aligned rigidly onto
  * the source's rest markers (the alignment weights) and averaged; the
- * marker deltas stay the source rig's.
+ * marker deltas stay the source rig's unless --adapt refits them to the
+ * actor's frames (adapt(): Choe & Ko's alternation of solve and refit).
  * `apply` evaluates a model frame by frame in batches (what a render-farm
  * node does) and writes the outputs as .npy.
  */
@@ -66,6 +69,8 @@ static void usage(FILE *f)
             "           [--lambda L] [--markers INDICES.txt|all] [--marker-lambda L]\n"
             "           [--rigid-weights stable|uniform] [--bounds unit|nonneg|none]\n"
             "           [--clamp unit|none] [--align-iterations N] [--marker-rest NEUTRAL.npy]\n"
+            "           [--adapt FRAMES.npy --adapt-weights W.npy [--adapt-lambda A]\n"
+            "            [--adapt-iterations N]]\n"
             "       deform retarget apply MODEL (--weights W.npy | --markers X.npy) [--batch B]\n"
             "           [--params JSON] [--positions P.npy] [--target-weights T.npy] [--solved S.npy]\n"
             "           [--head-pose H.npy] [--input NAME=FILE.npy]...\n"
@@ -285,18 +290,30 @@ static int stable_weights(const float *deltas, int64_t N, int64_t M, const int32
 
 /* ----------------------------------------------------------------- build */
 
-static int write_model(const char *repo, const char *name, const rig_t *src, const rig_t *tgt,
-                       const float *E, const int32_t *mk, int64_t K, double mlambda,
-                       const float *rigid_w, const float *rest_in, int64_t rest_frames,
-                       const char *map, const char *bounds, const char *clamp, int iters,
-                       df_error_t *err)
+/* what goes into a retarget file besides the two rigs */
+typedef struct spec {
+    const float *E;            /* [Mt,Ms] */
+    const int32_t *mk;         /* [K] marker vertices, K = 0: no markers */
+    int64_t K;
+    double mlambda;            /* absolute */
+    const float *rigid_w;      /* [K] or NULL */
+    const float *rest;         /* [K,3] or NULL: the source's */
+    int64_t rest_frames;
+    const float *A;            /* [Ms,K,3] or NULL: the source's deltas */
+    int64_t adapt_frames;      /* > 0: A adapted to that many frames */
+    int adapt_iters;
+    const char *map, *bounds, *clamp;
+    int iters;
+} spec_t;
+
+/* the retarget file at `file`: the target's tensors and the mapping */
+static int assemble(const char *file, const rig_t *src, const rig_t *tgt, const spec_t *sp,
+                    df_error_t *err)
 {
-    char dir[4200], path[4300];
-    snprintf(dir, sizeof dir, "%s/%s", repo, name);
-    int64_t ver = df__tool_latest_version(dir) + 1;
-    snprintf(path, sizeof path, "%s/%lld", dir, (long long)ver);
-    int rc = df__tool_mkdirs(path, err);
-    if (rc) return rc;
+    const float *E = sp->E, *rigid_w = sp->rigid_w, *rest_in = sp->rest;
+    const int32_t *mk = sp->mk;
+    const int64_t K = sp->K;
+    int rc = 0;
     df_st_writer_t *w = df_st_writer_new();
     float *rest = NULL, *A = NULL;
     char *js = NULL;
@@ -335,10 +352,10 @@ static int write_model(const char *repo, const char *name, const rig_t *src, con
     if (!rc) rc = df_st_writer_meta(w, "kind", "retarget");
     if (!rc) rc = df_st_writer_meta(w, "format_version", "1");
     if (!rc) rc = df_st_writer_meta(w, "source_names", js);
-    if (!rc) rc = df_st_writer_meta(w, "map", map);
-    if (!rc) rc = df_st_writer_meta(w, "bounds", bounds);
-    if (!rc) rc = df_st_writer_meta(w, "clamp_target", clamp);
-    snprintf(num, sizeof num, "%d", iters);
+    if (!rc) rc = df_st_writer_meta(w, "map", sp->map);
+    if (!rc) rc = df_st_writer_meta(w, "bounds", sp->bounds);
+    if (!rc) rc = df_st_writer_meta(w, "clamp_target", sp->clamp);
+    snprintf(num, sizeof num, "%d", sp->iters);
     if (!rc) rc = df_st_writer_meta(w, "align_iterations", num);
     if (!rc) rc = df_st_writer_add(w, "retarget/E", DF_DT_F32, 2, se, E);
     if (!rc && K > 0) {
@@ -349,27 +366,48 @@ static int write_model(const char *repo, const char *name, const rig_t *src, con
             memcpy(rest + 3 * i, rest_in ? rest_in + 3 * i : src->pos + 3 * (int64_t)mk[i],
                    3 * sizeof(float));
             for (int64_t j = 0; j < src->M; j++)
-                memcpy(A + (j * K + i) * 3, src->deltas + (j * src->N + mk[i]) * 3,
+                memcpy(A + (j * K + i) * 3,
+                       sp->A ? sp->A + (j * K + i) * 3 : src->deltas + (j * src->N + mk[i]) * 3,
                        3 * sizeof(float));
         }
         int64_t sr[2] = {K, 3}, sa[3] = {src->M, K, 3}, s1[1] = {K};
-        snprintf(num, sizeof num, "%.9g", mlambda);
+        snprintf(num, sizeof num, "%.9g", sp->mlambda);
         if (!rc) rc = df_st_writer_meta(w, "marker_lambda", num);
         if (!rc) rc = df_st_writer_add(w, "retarget/marker_rest", DF_DT_F32, 2, sr, rest);
-        snprintf(num, sizeof num, "%lld", (long long)rest_frames);
+        snprintf(num, sizeof num, "%lld", (long long)sp->rest_frames);
         if (!rc && rest_in) rc = df_st_writer_meta(w, "marker_rest_frames", num);
+        snprintf(num, sizeof num, "%lld", (long long)sp->adapt_frames);
+        if (!rc && sp->adapt_frames > 0) rc = df_st_writer_meta(w, "marker_adapt_frames", num);
+        snprintf(num, sizeof num, "%d", sp->adapt_iters);
+        if (!rc && sp->adapt_frames > 0) rc = df_st_writer_meta(w, "marker_adapt_iterations", num);
         if (!rc) rc = df_st_writer_add(w, "retarget/marker_deltas", DF_DT_F32, 3, sa, A);
         if (!rc && rigid_w) rc = df_st_writer_add(w, "retarget/marker_weights", DF_DT_F32, 1, s1, rigid_w);
     }
-    char file[4400];
-    snprintf(file, sizeof file, "%s/model.safetensors", path);
     if (rc) rc = df_error_set(err, rc, "cannot assemble the model file");
     if (!rc) rc = df_st_writer_save(w, file, err);
     df_st_writer_free(&w);
     free(js);
     free(rest);
     free(A);
+    return rc;
+}
+
+static int write_model(const char *repo, const char *name, const rig_t *src, const rig_t *tgt,
+                       const spec_t *sp, df_error_t *err)
+{
+    char dir[4200], path[4300];
+    snprintf(dir, sizeof dir, "%s/%s", repo, name);
+    int64_t ver = df__tool_latest_version(dir) + 1;
+    snprintf(path, sizeof path, "%s/%lld", dir, (long long)ver);
+    int rc = df__tool_mkdirs(path, err);
     if (rc) return rc;
+    char file[4400];
+    snprintf(file, sizeof file, "%s/model.safetensors", path);
+    if ((rc = assemble(file, src, tgt, sp, err))) {
+        remove(file);
+        rmdir(path);
+        return rc;
+    }
     /* config.json */
     char cfg[4400];
     snprintf(cfg, sizeof cfg, "%s/config.json", dir);
@@ -392,7 +430,7 @@ static int write_model(const char *repo, const char *name, const rig_t *src, con
     printf("wrote %s (retarget: %lld source controls -> %lld target shapes, %lld target "
            "vertices%s)\n",
            file, (long long)src->M, (long long)tgt->M, (long long)df_model_n_vertices(m),
-           K ? ", markers input" : "");
+           sp->K ? ", markers input" : "");
     df_model_unref(&m);
     return DF_OK;
 }
@@ -466,13 +504,179 @@ fail:
     return NULL;
 }
 
+/* Choe & Ko's adaptation of the marker basis to the actor (--adapt): the
+ * actor's frames X [F,K,3] of a range of motion with known weights Wk
+ * [F,Ms] (each control on cue) are aligned by the model as it stands (the
+ * served code: rigid alignment and its correction, the frame's head_pose),
+ * brought into the rest frame by its inverse, and the basis is refitted to
+ * them (df__rt_adapt_basis, mu = alpha x the mean of diag(W'W)); the head
+ * poses of the refitted basis are better, so T rounds. (Refitting to the
+ * model's own solved weights instead, without known ones, drifted: the
+ * basis and the weights trade errors, docs/retarget.md.) The residual is
+ * printed before each refit and after the last. *A_out: the adapted
+ * [Ms,K,3]. */
+static int adapt(const char *xpath, const char *wpath, double alpha, int T, const rig_t *src,
+                 const rig_t *tgt, spec_t *sp, float **A_out, float **rest_out, int64_t *F_out,
+                 df_error_t *err)
+{
+    const int64_t K = sp->K, n3 = 3 * K, Ms = src->M;
+    int nd, rc = DF_OK;
+    int64_t sh[DF_MAX_DIMS];
+    float *X = NULL, *Wk = NULL, *Ws = NULL, *H = NULL, *D = NULL, *A = NULL, *A0 = NULL;
+    float *rest = NULL, *c = NULL;
+    const float *rest_in = sp->rest;
+    const float **pin = NULL;
+    float **ps = NULL, **ph = NULL;
+    df_model_t *m = NULL;
+    df_scratch_t *scr = NULL;
+    char tmp[4200] = "";
+    if ((rc = df_npy_read_f32(xpath, &nd, sh, &X, err))) goto out;
+    if (nd != 3 || sh[1] != K || sh[2] != 3 || sh[0] < 1) {
+        rc = df_error_set(err, DF_EINVAL, "%s: want the actor's markers [frames,%lld,3] (the "
+                                          "--markers count)", xpath, (long long)K);
+        goto out;
+    }
+    const int64_t F = sh[0];
+    for (int64_t i = 0; i < F * n3; i++)
+        if (!isfinite(X[i])) {
+            rc = df_error_set(err, DF_EINVAL, "%s: frame %lld, marker %lld is not finite", xpath,
+                              (long long)(i / n3), (long long)(i % n3 / 3));
+            goto out;
+        }
+    {
+        if ((rc = df_npy_read_f32(wpath, &nd, sh, &Wk, err))) goto out;
+        if (nd != 2 || sh[0] != F || sh[1] != Ms) {
+            rc = df_error_set(err, DF_EINVAL, "%s: want the weights of the %lld --adapt frames "
+                                              "[%lld,%lld]", wpath, (long long)F, (long long)F,
+                              (long long)Ms);
+            goto out;
+        }
+        for (int64_t i = 0; i < F * Ms; i++)
+            if (!isfinite(Wk[i])) {
+                rc = df_error_set(err, DF_EINVAL, "%s: frame %lld, control %lld is not finite",
+                                  wpath, (long long)(i / Ms), (long long)(i % Ms));
+                goto out;
+            }
+    }
+    Ws = malloc(sizeof(float) * (size_t)(F * Ms));
+    H = malloc(sizeof(float) * (size_t)(F * 12));
+    D = malloc(sizeof(float) * (size_t)(F * n3));
+    A = malloc(sizeof(float) * (size_t)(Ms * n3));
+    A0 = malloc(sizeof(float) * (size_t)(Ms * n3));
+    rest = malloc(sizeof(float) * (size_t)n3);
+    c = malloc(sizeof(float) * (size_t)n3);
+    pin = malloc(64 * sizeof *pin), ps = malloc(64 * sizeof *ps), ph = malloc(64 * sizeof *ph);
+    scr = df_scratch_new();
+    if (!Ws || !H || !D || !A || !A0 || !rest || !c || !pin || !ps || !ph || !scr) {
+        rc = df_error_set(err, DF_ENOMEM, "out of memory (%lld frames)", (long long)F);
+        goto out;
+    }
+    for (int64_t j = 0; j < Ms; j++)
+        for (int64_t i = 0; i < K; i++)
+            memcpy(A0 + j * n3 + 3 * i, src->deltas + (j * src->N + sp->mk[i]) * 3,
+                   3 * sizeof(float));
+    memcpy(A, A0, sizeof(float) * (size_t)(Ms * n3));
+    for (int64_t i = 0; i < K; i++)
+        memcpy(rest + 3 * i, rest_in ? rest_in + 3 * i : src->pos + 3 * (int64_t)sp->mk[i],
+               3 * sizeof(float));
+    const char *td = getenv("TMPDIR");
+    snprintf(tmp, sizeof tmp, "%s/deform-adapt-XXXXXX", td && *td && strlen(td) < 4000 ? td : "/tmp");
+    int fd = mkstemp(tmp);
+    if (fd < 0) {
+        rc = df_error_set(err, DF_EIO, "%s: %s", tmp, strerror(errno));
+        tmp[0] = 0;
+        goto out;
+    }
+    close(fd);
+    const double t0 = df__now_s();
+    double rms0 = 0;
+    for (int r = 0; r <= T; r++) {
+        /* the model with the current basis, through the served code */
+        sp->A = A;
+        sp->rest = rest;
+        if ((rc = assemble(tmp, src, tgt, sp, err))) goto out;
+        df_model_unref(&m);
+        if ((rc = df_model_open(tmp, "retarget", NULL, NULL, &m, err))) goto out;
+        const int ii = df_model_find_input(m, "markers"),
+                  is = df_model_find_output(m, "solved_weights"),
+                  ih = df_model_find_output(m, "head_pose");
+        for (int64_t f0 = 0; f0 < F; f0 += 64) {
+            const int n = (int)(F - f0 < 64 ? F - f0 : 64);
+            df_batch_t b;
+            memset(&b, 0, sizeof b);
+            b.n = n;
+            for (int p = 0; p < n; p++) {
+                pin[p] = X + (f0 + p) * n3;
+                ps[p] = Ws + (f0 + p) * Ms;
+                ph[p] = H + (f0 + p) * 12;
+            }
+            b.in[ii] = pin;
+            b.out[is] = ps;
+            b.out[ih] = ph;
+            if ((rc = df_model_evaluate(m, &b, scr, err))) {
+                char msg[sizeof err->msg];
+                snprintf(msg, sizeof msg, "%s", err->msg);
+                rc = df_error_set(err, rc, "%s: frames %lld..%lld: %s", xpath, (long long)f0,
+                                  (long long)(f0 + n - 1), msg);
+                goto out;
+            }
+        }
+        /* into the rest frame: p = R'(x - t), d = p - rest */
+        const float *W = Wk;
+        double ss = 0;
+        for (int64_t f = 0; f < F; f++) {
+            const float *h = H + 12 * f, *x = X + f * n3, *w = W + f * Ms;
+            float *d = D + f * n3;
+            for (int64_t i = 0; i < K; i++) {
+                const double e[3] = {x[3 * i] - h[3], x[3 * i + 1] - h[7], x[3 * i + 2] - h[11]};
+                const float *r0 = rest + 3 * i;
+                for (int a = 0; a < 3; a++)
+                    d[3 * i + a] = (float)(h[a] * e[0] + h[4 + a] * e[1] + h[8 + a] * e[2] - r0[a]);
+            }
+            for (int64_t k = 0; k < n3; k++) {
+                double v = d[k];
+                for (int64_t j = 0; j < Ms; j++) v -= (double)A[j * n3 + k] * w[j];
+                ss += v * v;
+            }
+        }
+        const double rms = sqrt(ss / (double)(F * K));
+        if (r == 0) rms0 = rms;
+        const double el = df__now_s() - t0;
+        if (r == T) {
+            printf("marker basis adapted to %lld frames of the actor in %d round%s: residual "
+                   "rms %.4g -> %.4g (model units), %.1fs\n", (long long)F, T,
+                   T == 1 ? "" : "s", rms0, rms, el);
+            break;
+        }
+        fprintf(stderr, "adapt: round %d/%d, residual rms %.4g, elapsed %.1fs, ETA %.1fs\n",
+                r + 1, T, rms, el, el / (r + 1) * (T + 1 - (r + 1)));
+        double tr = 0;
+        for (int64_t i = 0; i < F * Ms; i++) tr += (double)W[i] * W[i];
+        const double mu = alpha * fmax(tr / (double)Ms, 1e-12);
+        if ((rc = df__rt_adapt_basis(D, W, F, n3, Ms, A0, mu, A, c, err))) goto out;
+        for (int64_t k = 0; k < n3; k++) rest[k] += c[k];
+    }
+    *A_out = A, A = NULL;
+    *rest_out = rest, rest = NULL;
+    *F_out = F;
+out:
+    if (tmp[0]) remove(tmp);
+    sp->A = NULL;
+    sp->rest = rest_in;
+    df_model_unref(&m);
+    df_scratch_free(&scr);
+    free(X), free(Wk), free(Ws), free(H), free(D), free(A), free(A0), free(rest), free(c);
+    free(pin), free(ps), free(ph);
+    return rc;
+}
+
 static int cmd_build(int argc, char **argv)
 {
     const char *src_arg = NULL, *tgt_arg = NULL, *repo = NULL, *name = NULL, *map = "names";
     const char *pv = NULL, *pw = NULL, *markers = NULL, *bounds = "unit", *clamp = "unit";
-    const char *rigid = "stable", *mrest = NULL;
-    double lambda = 1e-3, mlambda = 1e-3;
-    int iters = 1;
+    const char *rigid = "stable", *mrest = NULL, *adapt_x = NULL, *adapt_w = NULL;
+    double lambda = 1e-3, mlambda = 1e-3, adapt_lambda = 0.1;
+    int iters = 1, adapt_iters = 5;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int more = i + 1 < argc;
@@ -490,6 +694,10 @@ static int cmd_build(int argc, char **argv)
         else if (!strcmp(a, "--align-iterations") && more) iters = atoi(argv[++i]);
         else if (!strcmp(a, "--rigid-weights") && more) rigid = argv[++i];
         else if (!strcmp(a, "--marker-rest") && more) mrest = argv[++i];
+        else if (!strcmp(a, "--adapt") && more) adapt_x = argv[++i];
+        else if (!strcmp(a, "--adapt-weights") && more) adapt_w = argv[++i];
+        else if (!strcmp(a, "--adapt-lambda") && more) adapt_lambda = atof(argv[++i]);
+        else if (!strcmp(a, "--adapt-iterations") && more) adapt_iters = atoi(argv[++i]);
         else if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
         else {
             fprintf(stderr, "deform retarget build: unknown or incomplete option '%s'\n", a);
@@ -534,11 +742,21 @@ static int cmd_build(int argc, char **argv)
         fprintf(stderr, "deform retarget build: --marker-rest needs --markers\n");
         return 2;
     }
+    if ((adapt_x && (!markers || !adapt_w)) || (adapt_w && !adapt_x)) {
+        fprintf(stderr, "deform retarget build: --adapt FRAMES.npy needs --markers and "
+                        "--adapt-weights W.npy (the frames' weights)\n");
+        return 2;
+    }
+    if (adapt_iters < 1 || adapt_iters > 50 || !(adapt_lambda > 0) || !isfinite(adapt_lambda)) {
+        fprintf(stderr, "deform retarget build: --adapt-iterations must be 1..50 and "
+                        "--adapt-lambda finite and > 0\n");
+        return 2;
+    }
     df_error_t err = {0};
     rig_t src, tgt;
     memset(&src, 0, sizeof src);
     memset(&tgt, 0, sizeof tgt);
-    float *E = NULL, *V = NULL, *W = NULL, *X = NULL, *rest = NULL;
+    float *E = NULL, *V = NULL, *W = NULL, *X = NULL, *rest = NULL, *Aad = NULL, *rad = NULL;
     int64_t nrest = 0;
     int32_t *mk = NULL;
     float *rigid_w = NULL;
@@ -607,9 +825,18 @@ static int cmd_build(int argc, char **argv)
     }
     if (mrest && !(rest = calibrate(mrest, &src, mk, K, rigid_w, &X, &nrest, &err)))
         DIE("%s", err.msg);
-    if (write_model(repo, name, &src, &tgt, E, mk, K, mlambda, rigid_w, rest, nrest, map, bounds,
-                    clamp, iters, &err))
-        DIE("%s", err.msg);
+    spec_t sp = {.E = E, .mk = mk, .K = K, .mlambda = mlambda, .rigid_w = rigid_w,
+                 .rest = rest, .rest_frames = nrest, .map = map, .bounds = bounds,
+                 .clamp = clamp, .iters = iters};
+    if (adapt_x) {
+        if (adapt(adapt_x, adapt_w, adapt_lambda, adapt_iters, &src, &tgt, &sp, &Aad, &rad,
+                  &sp.adapt_frames, &err))
+            DIE("%s", err.msg);
+        sp.A = Aad;
+        sp.rest = rad;
+        sp.adapt_iters = adapt_iters;
+    }
+    if (write_model(repo, name, &src, &tgt, &sp, &err)) DIE("%s", err.msg);
     rc = 0;
 out:
     rig_free(&src);
@@ -621,6 +848,8 @@ out:
     free(rigid_w);
     free(X);
     free(rest);
+    free(Aad);
+    free(rad);
     return rc;
 }
 

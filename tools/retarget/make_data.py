@@ -43,7 +43,13 @@ Two stages, both deterministic (fixed seeds, numpy's PCG64):
       (same weights and head motion) on another face (the source neutral +
       ACTOR_IDENTITY x T1's identity offset), and actor_neutral_markers_<n>mm
       .npy [10,68,3], ten neutral frames of that actor (deform retarget
-      build --marker-rest).
+      build --marker-rest). An expressive actor (the same face, expressions
+      that move the markers otherwise: expressive_deltas):
+      actorx_rom_markers_<n>mm.npy (n = 0, 1) [2640,68,3], a range of motion
+      (each control raised to full and released over 48 frames, with head
+      motion; its weights actorx_rom_weights.npy [2640,55]: deform retarget
+      build --adapt [--adapt-weights]) and perf_test_actorx_markers_<n>mm.npy,
+      the held-out performance.
 
   keyshapes --data tests/data/ict --weights W.npy --frames F.txt --out O
       T1 with one shape per key frame (Chuang & Bregler's target basis, made
@@ -81,6 +87,8 @@ import stfile  # noqa: E402  (the safetensors writer the tools share)
 
 FACE_VERTS = 9409  # ICT: vertices 0..9408 are the face area
 NOISE_MM = (0, 0.5, 1, 2)
+# the expressive actor's range of motion: frames a control (0.8 s at 60 Hz)
+ROM_FRAMES = 48
 
 # T1: identity coefficients (on the first ICT identity modes)
 T1_IDENTITY = [1.8, -1.2, 1.0, 0.6, -0.8, 0.5, -0.4, 0.3]
@@ -207,6 +215,24 @@ def styled_deltas(deltas, style, x):
     """d'_j(v) = d_j(v) * s_j * (1 + a_j tanh(x_v / 2.5)); deltas [M,N,3]."""
     g = style[:, :1] * (1.0 + style[:, 1:2] * np.tanh(x[None, :] / 2.5))
     return deltas * g[:, :, None]
+
+
+def expressive_deltas(deltas, neutral, rng):
+    """Another performer's expressions [M,N,3]: d_j(v) * g_j * (1 + a_j xn_v)
+    * (1 + 0.2 sin(2 pi (k_j . (xn_v, yn_v)) + ph_j)), with xn, yn the face's
+    coordinates scaled to [-1, 1], gains g_j in 0.75..1.35, asymmetries a_j
+    in -0.2..0.2, one wave of 0.5..1.5 cycles across the face a control."""
+    m = len(deltas)
+    lo, hi = neutral[:, :2].min(0), neutral[:, :2].max(0)
+    xy = 2 * (neutral[:, :2] - lo) / (hi - lo) - 1
+    g = rng.uniform(0.75, 1.35, m)
+    a = rng.uniform(-0.2, 0.2, m)
+    ang = rng.uniform(0, 2 * np.pi, m)
+    k = rng.uniform(0.5, 1.5, m)[:, None] * np.stack([np.cos(ang), np.sin(ang)], 1)
+    ph = rng.uniform(0, 2 * np.pi, m)
+    field = (g[:, None] * (1 + a[:, None] * xy[None, :, 0]) *
+             (1 + 0.2 * np.sin(2 * np.pi * (k @ xy.T) + ph[:, None])))
+    return (deltas * field[:, :, None]).astype(np.float32)
 
 
 def bounded_ls(G, b, lo=0.0, hi=1.0, iters=4000):
@@ -595,6 +621,28 @@ def cmd_build(args):
         np.save(o("perf_test_actor_markers_%gmm.npy" % n), (P + noise).astype(np.float32))
         noise = rng.normal(0, n / 10.0, size=N0.shape) if n else 0
         np.save(o("actor_neutral_markers_%gmm.npy" % n), (N0 + noise).astype(np.float32))
+    # an expressive actor (the same face): expressions that move the markers
+    # otherwise than the source rig's: each control's displacements scaled
+    # by its own gain, left/right asymmetry and a smooth gain field across
+    # the face (Choe & Ko's case for adapting the basis, --adapt).
+    actor_d = expressive_deltas(D["deltas"], D["neutral"], np.random.default_rng(1950))
+    # A range of motion (the calibration session a capture stage records:
+    # each control on cue, raised to full and released over ROM_FRAMES, with
+    # head motion) and the held-out performance.
+    rom = np.zeros((ROM_FRAMES * m, m), np.float32)
+    for j in range(m):
+        rom[ROM_FRAMES * j:ROM_FRAMES * (j + 1), j] = np.sin(
+            np.pi * np.arange(1, ROM_FRAMES + 1) / (ROM_FRAMES + 1))
+    np.save(o("actorx_rom_weights.npy"), rom)
+    rng = np.random.default_rng(1951)
+    tracks = {"actorx_rom": (rom, head_motion(len(rom), rng, center)),
+              "perf_test_actorx": (np.load(o("perf_test_weights.npy")),
+                                   np.load(o("perf_test_head.npy")).reshape(-1, 3, 4))}
+    for name, (W, H) in tracks.items():
+        P = marker_tracks(actor, actor_d, W, H, lm)
+        for n in (0, 1):
+            noise = rng.normal(0, n / 10.0, size=P.shape) if n else 0
+            np.save(o("%s_markers_%gmm.npy" % (name, n)), (P + noise).astype(np.float32))
     log("wrote %s: rigs, performances of %d frames (noise %s mm), face "
         "height %.2f cm" % (args.out, args.frames,
                             ", ".join("%g" % n for n in NOISE_MM), height))
