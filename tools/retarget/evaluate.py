@@ -24,7 +24,12 @@ the face height (face_height.txt). Weight error: |w - w_true| over frames
 and controls (mean, max). Another actor: the held-out performance's
 markers on another face (make_data.py build), solved by the model as built
 and by models whose rest markers are calibrated to that actor's neutral
-frames (deform retarget build --marker-rest). Another source rig: T1's own
+frames (deform retarget build --marker-rest). An expressive actor (its
+own expression displacements, make_data.py's expressive_deltas): the
+held-out performance solved by the model as built, calibrated to the
+neutral frames, and adapted to the actor's range of motion (deform
+retarget build --adapt, with the range's markers at 0 and 1 mm and three
+--adapt-lambda). Another source rig: T1's own
 shapes as the marker solve's basis (a performance of T1's weights, its
 landmark tracks with the same noise levels), served onto T1 itself. Prints markdown tables on
 stdout.
@@ -359,6 +364,26 @@ def t1_tables(a, D, W_, dform, build, apply, src, t1, lm, poses, Wt, height_mm):
                      ("calibrated: 10 neutral frames, 1 mm noise", m_cal[1])):
         for n in (0, 1):
             P, _, sw = apply(m, "markers", w("perf_test_actor_markers_%dmm.npy" % n))
+            print(row("%s | %d mm" % (label, n), P, sw))
+
+    print("\n### An expressive actor: the marker basis adapted to its range of motion "
+          "(--adapt)\n")
+    print("| model | actor's markers | mean mm | max mm | mean % | max % | weight mean | "
+          "weight max |")
+    print("|---|---|---|---|---|---|---|---|")
+    rom_w = w("actorx_rom_weights.npy")
+    variants = [("the source's rest markers and basis", m_clone),
+                ("calibrated: 10 neutral frames, 0 mm (`--marker-rest`)", m_cal[0])]
+    for c, lam in ((0, None), (1, None), (1, "0.01"), (1, "1")):
+        extra = ["--adapt-lambda", lam] if lam else []
+        mdl = build("clone_adapt%d_%s" % (c, lam or "default"), "--source", src, "--target", t1,
+                    "--map", "clone", "--poses", *poses, "--markers", lm, "--adapt",
+                    w("actorx_rom_markers_%dmm.npy" % c), "--adapt-weights", rom_w, *extra)
+        variants.append(("adapted: range of motion, %d mm%s" % (
+            c, ", `--adapt-lambda %s`" % lam if lam else " (default `--adapt-lambda 0.1`)"), mdl))
+    for label, mdl in variants:
+        for n in (0, 1):
+            P, _, sw = apply(mdl, "markers", w("perf_test_actorx_markers_%dmm.npy" % n))
             print(row("%s | %d mm" % (label, n), P, sw))
 
     print("\n### Chuang & Bregler: key-frame basis, NNLS vs plain least squares\n")
