@@ -375,7 +375,7 @@ static int assemble(const char *file, const rig_t *src, const rig_t *tgt, const 
         if (!rc) rc = df_st_writer_meta(w, "marker_lambda", num);
         if (!rc) rc = df_st_writer_add(w, "retarget/marker_rest", DF_DT_F32, 2, sr, rest);
         snprintf(num, sizeof num, "%lld", (long long)sp->rest_frames);
-        if (!rc && rest_in) rc = df_st_writer_meta(w, "marker_rest_frames", num);
+        if (!rc && rest_in && sp->rest_frames > 0) rc = df_st_writer_meta(w, "marker_rest_frames", num);
         snprintf(num, sizeof num, "%lld", (long long)sp->adapt_frames);
         if (!rc && sp->adapt_frames > 0) rc = df_st_writer_meta(w, "marker_adapt_frames", num);
         snprintf(num, sizeof num, "%d", sp->adapt_iters);
