@@ -267,6 +267,30 @@ e_cal, e_ad = (np.abs(np.load("%s/swx_%s.npy" % (T, k)) - W).mean() for k in ("t
 print("# expressive actor, weight error: neutral calibration %.4f, adapted %.4f" % (e_cal, e_ad))
 sys.exit(0 if e_ad * 2 <= e_cal else 1)
 PYEOF
+# controls the range of motion leaves still are named and keep the source's
+# displacements exactly
+"$PY" -c 'import numpy as np, sys
+w = np.load(sys.argv[1]); w[:, [3, 40]] = 0; np.save(sys.argv[2], w)' "$D/actorx_rom_weights.npy" "$T/romw_still.npy"
+"$BIN/deform" retarget build --source "$D/source.safetensors" --target "$D/t1.safetensors" \
+    --repository "$T/rs" --name still --markers "$D/landmarks68.txt" \
+    --adapt "$D/actorx_rom_markers_0mm.npy" --adapt-weights "$T/romw_still.npy" >"$T/b7.log" 2>&1 \
+    && grep -q "controls the frames do not move .*: browInnerUp_R, mouthPress_R$" "$T/b7.log" \
+    && "$PY" - "$T/rs/still/1/model.safetensors" "$D" <<'PYEOF' && ok rt-adapt-still-controls || { cat "$T/b7.log"; fail rt-adapt-still-controls; }
+import json, struct, sys
+import numpy as np
+def tensor(f, k):
+    b = open(f, "rb").read()
+    n = struct.unpack("<Q", b[:8])[0]
+    h = json.loads(b[8:8 + n])
+    s, e = h[k]["data_offsets"]
+    return np.frombuffer(b[8 + n + s:8 + n + e], np.float32).reshape(h[k]["shape"])
+A = tensor(sys.argv[1], "retarget/marker_deltas")
+lm = [int(x) for x in open(sys.argv[2] + "/landmarks68.txt").read().split()]
+S = tensor(sys.argv[2] + "/source.safetensors", "morph_deltas")[:, lm]
+moved = np.abs(A - S).reshape(len(A), -1).max(1)
+print("# still controls' change %g; the others' median %g" % (moved[[3, 40]].max(), np.median(moved)))
+sys.exit(0 if moved[[3, 40]].max() == 0 and np.median(moved) > 0.01 else 1)
+PYEOF
 "$PY" -c 'import numpy as np, sys
 x = np.load(sys.argv[1]); y = x.copy(); y[100, 5, 2] = np.nan; np.save(sys.argv[2], y)
 w = np.load(sys.argv[3]); np.save(sys.argv[4], w[:-1])' \

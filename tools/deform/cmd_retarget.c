@@ -558,6 +558,18 @@ static int adapt(const char *xpath, const char *wpath, double alpha, int T, cons
                 goto out;
             }
     }
+    { /* the controls the range of motion leaves (nearly) still keep the source's columns */
+        int any = 0;
+        for (int64_t j = 0; j < Ms; j++) {
+            float mx = 0.0f;
+            for (int64_t f = 0; f < F; f++) mx = fmaxf(mx, fabsf(Wk[f * Ms + j]));
+            if (mx >= 0.1f) continue;
+            printf("%s%s", any++ ? ", " : "adapt: controls the frames do not move (max weight "
+                                          "< 0.1; their displacements stay the source's): ",
+                   src->names[j]);
+        }
+        if (any) printf("\n");
+    }
     Ws = malloc(sizeof(float) * (size_t)(F * Ms));
     H = malloc(sizeof(float) * (size_t)(F * 12));
     D = malloc(sizeof(float) * (size_t)(F * n3));
