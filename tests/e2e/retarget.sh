@@ -267,6 +267,29 @@ e_cal, e_ad = (np.abs(np.load("%s/swx_%s.npy" % (T, k)) - W).mean() for k in ("t
 print("# expressive actor, weight error: neutral calibration %.4f, adapted %.4f" % (e_cal, e_ad))
 sys.exit(0 if e_ad * 2 <= e_cal else 1)
 PYEOF
+# an actor 6 frames late on the cues: the lag found (-6) and the basis equal
+# to the one adapted with on-time weights (within 1 % of its largest entry)
+"$PY" -c 'import numpy as np, sys
+w = np.load(sys.argv[1]); l = np.zeros_like(w); l[6:] = w[:-6]; np.save(sys.argv[2], l)' \
+    "$D/actorx_rom_weights.npy" "$T/romw_late.npy"
+"$BIN/deform" retarget build --source "$D/source.safetensors" --target "$D/t1.safetensors" \
+    --repository "$T/rs" --name late --markers "$D/landmarks68.txt" \
+    --adapt "$D/actorx_rom_markers_0mm.npy" --adapt-weights "$T/romw_late.npy" >"$T/b8.log" 2>&1 \
+    && grep -q "adapt: timing: the weights shifted by -6 frames explain the frames best" "$T/b8.log" \
+    && "$PY" - "$T/rs/late/1/model.safetensors" "$R/t1_adapt/1/model.safetensors" <<'PYEOF' && ok rt-adapt-lag || { cat "$T/b8.log"; fail rt-adapt-lag; }
+import json, struct, sys
+import numpy as np
+def tensor(f, k):
+    b = open(f, "rb").read()
+    n = struct.unpack("<Q", b[:8])[0]
+    h = json.loads(b[8:8 + n])
+    s, e = h[k]["data_offsets"]
+    return np.frombuffer(b[8 + n + s:8 + n + e], np.float32).reshape(h[k]["shape"])
+a, b = (tensor(f, "retarget/marker_deltas") for f in sys.argv[1:3])
+d = np.abs(a - b).max() / np.abs(b).max()
+print("# late actor's basis vs on-time: %.2e of the largest entry" % d)
+sys.exit(0 if d <= 0.01 else 1)
+PYEOF
 # controls the range of motion leaves still are named and keep the source's
 # displacements exactly
 "$PY" -c 'import numpy as np, sys

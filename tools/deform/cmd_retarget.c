@@ -7,7 +7,7 @@
  *       [--rigid-weights stable|uniform] [--bounds unit|nonneg|none]
  *       [--clamp unit|none] [--align-iterations N] [--marker-rest NEUTRAL.npy]
  *       [--adapt FRAMES.npy --adapt-weights W.npy [--adapt-lambda A]
- *        [--adapt-iterations N]]
+ *        [--adapt-iterations N] [--adapt-lag auto|N]]
  *   deform retarget apply MODEL (--weights W.npy | --markers X.npy)
  *       [--batch B] [--params JSON] [--positions P.npy] [--target-weights T.npy]
  *       [--solved S.npy] [--head-pose H.npy] [--input NAME=FILE.npy]...
@@ -70,7 +70,7 @@ static void usage(FILE *f)
             "           [--rigid-weights stable|uniform] [--bounds unit|nonneg|none]\n"
             "           [--clamp unit|none] [--align-iterations N] [--marker-rest NEUTRAL.npy]\n"
             "           [--adapt FRAMES.npy --adapt-weights W.npy [--adapt-lambda A]\n"
-            "            [--adapt-iterations N]]\n"
+            "            [--adapt-iterations N] [--adapt-lag auto|N]]\n"
             "       deform retarget apply MODEL (--weights W.npy | --markers X.npy) [--batch B]\n"
             "           [--params JSON] [--positions P.npy] [--target-weights T.npy] [--solved S.npy]\n"
             "           [--head-pose H.npy] [--input NAME=FILE.npy]...\n"
@@ -509,15 +509,48 @@ fail:
  * [F,Ms] (each control on cue) are aligned by the model as it stands (the
  * served code: rigid alignment and its correction, the frame's head_pose),
  * brought into the rest frame by its inverse, and the basis is refitted to
- * them (df__rt_adapt_basis, mu = alpha x the mean of diag(W'W)); the head
+ * them (df__rt_adapt_basis, mu = alpha x the mean of diag(W'W)). The
+ * actor's timing: the weights are first shifted by the lag (lag_auto: the
+ * one in -30..30 frames whose refit leaves the least residual; an actor
+ * follows a cue a few frames late). The head
  * poses of the refitted basis are better, so T rounds. (Refitting to the
  * model's own solved weights instead, without known ones, drifted: the
  * basis and the weights trade errors, docs/retarget.md.) The residual is
  * printed before each refit and after the last. *A_out: the adapted
  * [Ms,K,3]. */
-static int adapt(const char *xpath, const char *wpath, double alpha, int T, const rig_t *src,
-                 const rig_t *tgt, spec_t *sp, float **A_out, float **rest_out, int64_t *F_out,
-                 df_error_t *err)
+/* rms over frames and markers of d_f - A w_f - c (c NULL: 0) */
+static double residual(const float *D, const float *W, const float *A, const float *c, int64_t F,
+                       int64_t n3, int64_t Ms)
+{
+    double ss = 0;
+    for (int64_t f = 0; f < F; f++) {
+        const float *d = D + f * n3, *w = W + f * Ms;
+        for (int64_t k = 0; k < n3; k++) {
+            double v = (double)d[k] - (c ? c[k] : 0.0);
+            for (int64_t j = 0; j < Ms; j++) v -= (double)A[j * n3 + k] * w[j];
+            ss += v * v;
+        }
+    }
+    return sqrt(ss / (double)(F * (n3 / 3)));
+}
+
+/* Wl[f] = W[f - L] (zeros outside): weights L frames later */
+static void shift_frames(const float *W, int64_t F, int64_t Ms, int L, float *Wl)
+{
+    for (int64_t f = 0; f < F; f++) {
+        const int64_t g = f - L;
+        if (g >= 0 && g < F)
+            memcpy(Wl + f * Ms, W + g * Ms, (size_t)Ms * sizeof(float));
+        else
+            memset(Wl + f * Ms, 0, (size_t)Ms * sizeof(float));
+    }
+}
+
+enum { ADAPT_LAG_MAX = 30 };
+
+static int adapt(const char *xpath, const char *wpath, double alpha, int T, int lag_auto, int lag,
+                 const rig_t *src, const rig_t *tgt, spec_t *sp, float **A_out, float **rest_out,
+                 int64_t *F_out, df_error_t *err)
 {
     const int64_t K = sp->K, n3 = 3 * K, Ms = src->M;
     int nd, rc = DF_OK;
@@ -634,10 +667,8 @@ static int adapt(const char *xpath, const char *wpath, double alpha, int T, cons
             }
         }
         /* into the rest frame: p = R'(x - t), d = p - rest */
-        const float *W = Wk;
-        double ss = 0;
         for (int64_t f = 0; f < F; f++) {
-            const float *h = H + 12 * f, *x = X + f * n3, *w = W + f * Ms;
+            const float *h = H + 12 * f, *x = X + f * n3;
             float *d = D + f * n3;
             for (int64_t i = 0; i < K; i++) {
                 const double e[3] = {x[3 * i] - h[3], x[3 * i + 1] - h[7], x[3 * i + 2] - h[11]};
@@ -645,13 +676,41 @@ static int adapt(const char *xpath, const char *wpath, double alpha, int T, cons
                 for (int a = 0; a < 3; a++)
                     d[3 * i + a] = (float)(h[a] * e[0] + h[4 + a] * e[1] + h[8 + a] * e[2] - r0[a]);
             }
-            for (int64_t k = 0; k < n3; k++) {
-                double v = d[k];
-                for (int64_t j = 0; j < Ms; j++) v -= (double)A[j * n3 + k] * w[j];
-                ss += v * v;
-            }
         }
-        const double rms = sqrt(ss / (double)(F * K));
+        double tr = 0;
+        for (int64_t i = 0; i < F * Ms; i++) tr += (double)Wk[i] * Wk[i];
+        const double mu = alpha * fmax(tr / (double)Ms, 1e-12);
+        if (r == 0 && (lag_auto || lag)) {
+            /* the actor's timing: the shift of the weights whose refit
+             * explains the frames best (or the one given) */
+            float *Wl = malloc(sizeof(float) * (size_t)(F * Ms)),
+                  *Al = malloc(sizeof(float) * (size_t)(Ms * n3));
+            if (!Wl || !Al) {
+                free(Wl), free(Al);
+                rc = df_error_set(err, DF_ENOMEM, "out of memory");
+                goto out;
+            }
+            int best = lag;
+            double best_r = INFINITY, r_zero = NAN;
+            for (int L = lag_auto ? -ADAPT_LAG_MAX : lag; L <= (lag_auto ? ADAPT_LAG_MAX : lag); L++) {
+                shift_frames(Wk, F, Ms, L, Wl);
+                if ((rc = df__rt_adapt_basis(D, Wl, F, n3, Ms, A0, mu, Al, c, err))) {
+                    free(Wl), free(Al);
+                    goto out;
+                }
+                const double rr = residual(D, Wl, Al, c, F, n3, Ms);
+                if (L == 0) r_zero = rr;
+                if (rr < best_r) best_r = rr, best = L;
+            }
+            shift_frames(Wk, F, Ms, best, Wl);
+            memcpy(Wk, Wl, sizeof(float) * (size_t)(F * Ms));
+            free(Wl), free(Al);
+            if (lag_auto)
+                printf("adapt: timing: the weights shifted by %+d frames explain the frames best "
+                       "(refit residual rms %.4g; %.4g as given; searched -%d..%d)\n", best,
+                       best_r, r_zero, ADAPT_LAG_MAX, ADAPT_LAG_MAX);
+        }
+        const double rms = residual(D, Wk, A, NULL, F, n3, Ms);
         if (r == 0) rms0 = rms;
         const double el = df__now_s() - t0;
         if (r == T) {
@@ -662,10 +721,7 @@ static int adapt(const char *xpath, const char *wpath, double alpha, int T, cons
         }
         fprintf(stderr, "adapt: round %d/%d, residual rms %.4g, elapsed %.1fs, ETA %.1fs\n",
                 r + 1, T, rms, el, el / (r + 1) * (T + 1 - (r + 1)));
-        double tr = 0;
-        for (int64_t i = 0; i < F * Ms; i++) tr += (double)W[i] * W[i];
-        const double mu = alpha * fmax(tr / (double)Ms, 1e-12);
-        if ((rc = df__rt_adapt_basis(D, W, F, n3, Ms, A0, mu, A, c, err))) goto out;
+        if ((rc = df__rt_adapt_basis(D, Wk, F, n3, Ms, A0, mu, A, c, err))) goto out;
         for (int64_t k = 0; k < n3; k++) rest[k] += c[k];
     }
     *A_out = A, A = NULL;
@@ -688,6 +744,7 @@ static int cmd_build(int argc, char **argv)
     const char *pv = NULL, *pw = NULL, *markers = NULL, *bounds = "unit", *clamp = "unit";
     const char *rigid = "stable", *mrest = NULL, *adapt_x = NULL, *adapt_w = NULL;
     double lambda = 1e-3, mlambda = 1e-3, adapt_lambda = 0.1;
+    const char *adapt_lag = "auto";
     int iters = 1, adapt_iters = 5;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -710,6 +767,7 @@ static int cmd_build(int argc, char **argv)
         else if (!strcmp(a, "--adapt-weights") && more) adapt_w = argv[++i];
         else if (!strcmp(a, "--adapt-lambda") && more) adapt_lambda = atof(argv[++i]);
         else if (!strcmp(a, "--adapt-iterations") && more) adapt_iters = atoi(argv[++i]);
+        else if (!strcmp(a, "--adapt-lag") && more) adapt_lag = argv[++i];
         else if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
         else {
             fprintf(stderr, "deform retarget build: unknown or incomplete option '%s'\n", a);
@@ -763,6 +821,17 @@ static int cmd_build(int argc, char **argv)
         fprintf(stderr, "deform retarget build: --adapt-iterations must be 1..50 and "
                         "--adapt-lambda finite and > 0\n");
         return 2;
+    }
+    int lag_auto = !strcmp(adapt_lag, "auto"), lag = 0;
+    if (!lag_auto) {
+        char *end;
+        long v = strtol(adapt_lag, &end, 10);
+        if (end == adapt_lag || *end || v < -1000 || v > 1000) {
+            fprintf(stderr, "deform retarget build: --adapt-lag must be auto or a frame count "
+                            "-1000..1000\n");
+            return 2;
+        }
+        lag = (int)v;
     }
     df_error_t err = {0};
     rig_t src, tgt;
@@ -841,8 +910,8 @@ static int cmd_build(int argc, char **argv)
                  .rest = rest, .rest_frames = nrest, .map = map, .bounds = bounds,
                  .clamp = clamp, .iters = iters};
     if (adapt_x) {
-        if (adapt(adapt_x, adapt_w, adapt_lambda, adapt_iters, &src, &tgt, &sp, &Aad, &rad,
-                  &sp.adapt_frames, &err))
+        if (adapt(adapt_x, adapt_w, adapt_lambda, adapt_iters, lag_auto, lag, &src, &tgt, &sp,
+                  &Aad, &rad, &sp.adapt_frames, &err))
             DIE("%s", err.msg);
         sp.A = Aad;
         sp.rest = rad;
