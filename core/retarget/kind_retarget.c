@@ -52,6 +52,12 @@
 #include <string.h>
 
 #define E_(code, ...) df_error_set(err, code, __VA_ARGS__)
+
+/* the ADMM start of the bounded solves (admm_start): iterations, and rho
+ * relative to the mean of diag(G) (ADMM_RHO 0.03..0.1 start the solves
+ * alike on face markers; 0.3 and above less well) */
+enum { ADMM_ITERS = 10 };
+#define ADMM_RHO 0.05
 #define DF_RT_MAX_MARKERS 4096
 
 extern const df_kind_t df_kind_rigged;
@@ -74,6 +80,8 @@ static void rt_destroy(void *impl)
     free(r->Gp);
     free(r->L);
     free(r->Ginv);
+    free(r->Kinv);
+    free(r->pKinv);
     free(r->pAt);
     free(r->pGinv);
     free(r->pE);
@@ -400,6 +408,28 @@ static int load_markers(df__rt_t *r, const df_st_t *st, const char *const *src_n
         df__rt_chol_solve(r->L, m, col);
         for (int64_t i = 0; i < m; i++) r->Ginv[j * m + i] = (float)col[i];
     }
+    /* (G + rho I)^-1 (float), the x-update of the ADMM start (below) */
+    if (r->bounds != DF_RT_NONE) {
+        double dg = 0;
+        for (int64_t i = 0; i < m; i++) dg += r->G[i * m + i];
+        r->rho = (float)(ADMM_RHO * dg / (double)m);
+        double *Gr = malloc((size_t)(m * m) * sizeof(double));
+        double *Lr = malloc((size_t)(m * m) * sizeof(double));
+        r->Kinv = malloc((size_t)(m * m) * sizeof(float));
+        if (!Gr || !Lr || !r->Kinv) {
+            free(Gr), free(Lr), free(col);
+            return E_(DF_ENOMEM, "out of memory");
+        }
+        memcpy(Gr, r->G, (size_t)(m * m) * sizeof(double));
+        for (int64_t i = 0; i < m; i++) Gr[i * m + i] += r->rho;
+        df__rt_cholesky(Gr, m, 0.0, Lr); /* G is positive definite: so is G + rho I */
+        for (int64_t j = 0; j < m; j++) {
+            for (int64_t i = 0; i < m; i++) col[i] = i == j;
+            df__rt_chol_solve(Lr, m, col);
+            for (int64_t i = 0; i < m; i++) r->Kinv[j * m + i] = (float)col[i];
+        }
+        free(Gr), free(Lr);
+    }
     free(col);
     /* KKT tolerance: freeing variable i would lower the residual norm by
      * g_i / sqrt(G_ii); below 1e-5 of the markers' extent it is rounding */
@@ -564,7 +594,8 @@ static int rt_load(df_model_t *m, const df_st_t *st, const char *params,
      * solutions Ginv b, the target weights E w (E row-major) */
     if (!(r->pE = df_pgemm_new(r->E, r->Ms, 1, r->Mt, r->Ms)) ||
         (r->K && (!(r->pAt = df_pgemm_new(r->At, 3 * r->K, 1, r->Ms, 3 * r->K)) ||
-                  !(r->pGinv = df_pgemm_new(r->Ginv, 1, r->Ms, r->Ms, r->Ms)))))
+                  !(r->pGinv = df_pgemm_new(r->Ginv, 1, r->Ms, r->Ms, r->Ms)) ||
+                  (r->Kinv && !(r->pKinv = df_pgemm_new(r->Kinv, 1, r->Ms, r->Ms, r->Ms))))))
         return E_(DF_ENOMEM, "out of memory");
 #endif
     return DF_OK;
@@ -581,12 +612,13 @@ static size_t rt_scratch_bytes(const df_model_t *m, int n)
     const df__rt_t *r = m->impl;
     size_t B = (size_t)n, K3 = (size_t)(3 * r->K), Ms = (size_t)r->Ms;
     size_t fl = al16(Ms * B) + al16((size_t)r->Mt * B) + al16(K3 * B) * 2 + al16(Ms * B) * 2;
+    fl += 5 * al16(Ms * B); /* the ADMM start's iterates */
     fl += al16((K3 > Ms ? K3 : Ms) * B); /* the packed kernel's regrouped vectors */
     size_t db = r->K ? df__rt_bvls_work(r->Ms) + df__rt_pdas_work(r->Ms) + 2 * Ms + 32 + 12 * B : 0;
     size_t ptr = 3 * B + 8;
     return (al16(df_kind_rigged.scratch_bytes(r->target, n)) + 64) + fl * sizeof(float) +
-           db * sizeof(double) + ptr * sizeof(void *) + B * sizeof(int32_t) + 2 * B * Ms + B +
-           Ms + 256;
+           db * sizeof(double) + ptr * sizeof(void *) + 2 * B * sizeof(int32_t) + 2 * B * Ms +
+           B + Ms + 256;
 }
 
 static const float *pose_in(const df_batch_t *b, int idx, int p)
@@ -714,6 +746,54 @@ static void pgemm(const float *pk, float *wt, int trans, int rows, int cols, int
     gemm(trans, rows, cols, inner, A, lda, X, C);
 }
 
+/* The cold start of the bounded solves (poses without a previous frame's
+ * sets): ADMM_ITERS iterations of ADMM on the batch's box-constrained
+ * problems min 1/2 w'Gw - b'w, lo <= w <= hi (Boyd et al. 2011, sec. 5.2:
+ * x = (G + rho I)^-1 (b + rho (z - u)), z = clip(x + u), u += x - z), each
+ * iteration one matrix product for all of them, from z = clip(G^-1 b), u =
+ * 0; the sets of z start the exact solve. A start never changes the answer
+ * (the problem is strictly convex and the exact solve goes on until the
+ * KKT conditions hold): it only saves the exact solve's set changes, which
+ * cost far more per pose than the products (the unconstrained solution's
+ * signs are ~14 of 55 variables from the answer's sets on face markers,
+ * ADMM's ~3-6 after 10 iterations). cq: the nc poses (marker order);
+ * Ad: 5 blocks of ld floats; sets: [nm, Ms] OUT for those poses. */
+/* v clamped to [0, hi] (a compare and select each side: vectorises, where
+ * fminf / fmaxf are library calls) */
+static inline float clampf(float v, float hi)
+{
+    v = v < 0.0f ? 0.0f : v;
+    return v > hi ? hi : v;
+}
+
+static void admm_start(const df__rt_t *r, float *wt, const float *RHS, const float *Wm,
+                       const int32_t *cq, int nc, float *Ad, size_t ld, uint8_t *sets)
+{
+    const int64_t Ms = r->Ms;
+    const size_t n = (size_t)Ms * nc;
+    float *Rc = Ad, *Z = Ad + ld, *U = Ad + 2 * ld, *T = Ad + 3 * ld, *X = Ad + 4 * ld;
+    const float hi = r->bounds == DF_RT_UNIT ? 1.0f : INFINITY, rho = r->rho;
+    for (int c = 0; c < nc; c++) {
+        memcpy(Rc + (size_t)c * Ms, RHS + (size_t)cq[c] * Ms, (size_t)Ms * sizeof(float));
+        const float *w = Wm + (size_t)cq[c] * Ms;
+        float *z = Z + (size_t)c * Ms;
+        for (int64_t i = 0; i < Ms; i++) z[i] = clampf(w[i], hi);
+    }
+    memset(U, 0, n * sizeof(float));
+    for (int k = 0; k < ADMM_ITERS; k++) {
+        for (size_t i = 0; i < n; i++) T[i] = Rc[i] + rho * (Z[i] - U[i]);
+        pgemm(r->pKinv, wt, 0, (int)Ms, nc, (int)Ms, r->Kinv, (int)Ms, T, X);
+        for (size_t i = 0; i < n; i++) {
+            const float v = X[i] + U[i], z = clampf(v, hi);
+            U[i] = v - z;
+            Z[i] = z;
+        }
+    }
+    for (int c = 0; c < nc; c++)
+        sets_of(Z + (size_t)c * Ms, (size_t)Ms, r->bounds == DF_RT_UNIT,
+                sets + (size_t)cq[c] * Ms);
+}
+
 static int rt_evaluate(const df_model_t *m, const df_batch_t *b, void *scratch,
                        df_error_t *err)
 {
@@ -741,6 +821,8 @@ static int rt_evaluate(const df_model_t *m, const df_batch_t *b, void *scratch,
     s += al16((size_t)Ms * B);
     float *wt = s; /* df_pgemm's scratch */
     s += al16((size_t)(K3 > Ms ? K3 : Ms) * B);
+    float *Ad = s; /* the ADMM start's iterates: 5 blocks of [Ms, B] */
+    s += 5 * al16((size_t)Ms * B);
     double *d = (double *)s;
     double *bw = d, *ww = bw + Ms, *work = ww + Ms;
     /* the fast path's work, 64-byte aligned */
@@ -754,6 +836,7 @@ static int rt_evaluate(const df_model_t *m, const df_batch_t *b, void *scratch,
     uint8_t *sets0 = sets + (size_t)B * Ms; /* [Ms] a pose's starting sets */
     uint8_t *cold = sets0 + Ms;              /* [nm, Ms] the signs' sets */
     uint8_t *next = cold + (size_t)B * Ms;   /* [nm] the start each sequence takes next */
+    int32_t *cq = (int32_t *)(((uintptr_t)(next + B) + 3) & ~(uintptr_t)3); /* [nm] cold poses */
 
     /* 1. validate every pose before anything is written */
     int nm = 0;
@@ -824,10 +907,19 @@ static int rt_evaluate(const df_model_t *m, const df_batch_t *b, void *scratch,
              * frame and the signs are the better start. Each frame
              * compares both starts with its own final sets and the state
              * says which to take next (below). */
-            memcpy(cold, sets, (size_t)Ms * nm);
+            int nc = 0; /* the poses without a previous frame's sets to start from */
             for (int q = 0; q < nm; q++) {
                 const float *sv = prev_state(r, b, mk[q]);
-                if (sv && sv[Ms] > 0.5f) sets_of(sv, (size_t)Ms, unit, sets + (size_t)q * Ms);
+                if (sv && sv[Ms] > 0.5f)
+                    sets_of(sv, (size_t)Ms, unit, sets + (size_t)q * Ms);
+                else
+                    cq[nc++] = q;
+            }
+            if (nc > 0) admm_start(r, wt, RHS, Wm, cq, nc, Ad, al16((size_t)Ms * B), sets);
+            memcpy(cold, sets, (size_t)Ms * nm);
+            for (int q = 0; q < nm; q++) { /* the signs, for the start's choice below */
+                const float *sv = prev_state(r, b, mk[q]);
+                if (sv && sv[Ms] > 0.5f) sets_of(Wm + (size_t)q * Ms, (size_t)Ms, unit, cold + (size_t)q * Ms);
             }
         }
         for (int q = 0; q < nm; q++) {

@@ -42,6 +42,9 @@ typedef struct df__rt {
                           * doubles (zeros), 64-byte aligned */
     double *L;           /* [Ms,Ms] its Cholesky factor (lower) */
     float *Ginv;         /* [Ms,Ms] G^-1 (symmetric), for warm starts */
+    float *Kinv;         /* [Ms,Ms] (G + rho I)^-1: the ADMM start's x-update
+                          * (bounded solves; NULL for bounds none) */
+    float rho;           /* its rho (absolute) */
     float *At;           /* [Ms,K,3]: A with the infinitesimal rigid motions
                           * at the rest markers projected out (the right-hand
                           * sides use it), or A itself */
@@ -49,7 +52,7 @@ typedef struct df__rt {
                           * residual (rotation about jc, translation), or NULL */
     double *PjA;         /* [6,Ms] Pj A */
     double jc[3];        /* the centre of J's rotations */
-    float *pAt, *pGinv, *pE; /* At', Ginv and E packed for math/pgemm.h (its
+    float *pAt, *pGinv, *pE, *pKinv; /* At', Ginv, E, Kinv packed for math/pgemm.h (its
                           * builds; NULL otherwise or for no markers) */
     double lambda;
     double lambda_rel;   /* parameters' marker_lambda (x mean diag A'A), or -1 */
