@@ -277,15 +277,11 @@ w = np.load(sys.argv[1]); l = np.zeros_like(w); l[6:] = w[:-6]; np.save(sys.argv
     --adapt "$D/actorx_rom_markers_0mm.npy" --adapt-weights "$T/romw_late.npy" >"$T/b8.log" 2>&1 \
     && grep -q "adapt: timing: the weights shifted by -6 frames explain the frames best" "$T/b8.log" \
     && "$PY" - "$T/rs/late/1/model.safetensors" "$R/t1_adapt/1/model.safetensors" <<'PYEOF' && ok rt-adapt-lag || { cat "$T/b8.log"; fail rt-adapt-lag; }
-import json, struct, sys
+import sys
 import numpy as np
-def tensor(f, k):
-    b = open(f, "rb").read()
-    n = struct.unpack("<Q", b[:8])[0]
-    h = json.loads(b[8:8 + n])
-    s, e = h[k]["data_offsets"]
-    return np.frombuffer(b[8 + n + s:8 + n + e], np.float32).reshape(h[k]["shape"])
-a, b = (tensor(f, "retarget/marker_deltas") for f in sys.argv[1:3])
+sys.path.insert(0, "tools/garment")
+import stfile
+a, b = (dict(stfile.read(f)[0])["retarget/marker_deltas"] for f in sys.argv[1:3])
 d = np.abs(a - b).max() / np.abs(b).max()
 print("# late actor's basis vs on-time: %.2e of the largest entry" % d)
 sys.exit(0 if d <= 0.01 else 1)
@@ -299,17 +295,13 @@ w = np.load(sys.argv[1]); w[:, [3, 40]] = 0; np.save(sys.argv[2], w)' "$D/actorx
     --adapt "$D/actorx_rom_markers_0mm.npy" --adapt-weights "$T/romw_still.npy" >"$T/b7.log" 2>&1 \
     && grep -q "controls the frames do not move .*: browInnerUp_R, mouthPress_R$" "$T/b7.log" \
     && "$PY" - "$T/rs/still/1/model.safetensors" "$D" <<'PYEOF' && ok rt-adapt-still-controls || { cat "$T/b7.log"; fail rt-adapt-still-controls; }
-import json, struct, sys
+import sys
 import numpy as np
-def tensor(f, k):
-    b = open(f, "rb").read()
-    n = struct.unpack("<Q", b[:8])[0]
-    h = json.loads(b[8:8 + n])
-    s, e = h[k]["data_offsets"]
-    return np.frombuffer(b[8 + n + s:8 + n + e], np.float32).reshape(h[k]["shape"])
-A = tensor(sys.argv[1], "retarget/marker_deltas")
+sys.path.insert(0, "tools/garment")
+import stfile
+A = dict(stfile.read(sys.argv[1])[0])["retarget/marker_deltas"]
 lm = [int(x) for x in open(sys.argv[2] + "/landmarks68.txt").read().split()]
-S = tensor(sys.argv[2] + "/source.safetensors", "morph_deltas")[:, lm]
+S = dict(stfile.read(sys.argv[2] + "/source.safetensors")[0])["morph_deltas"][:, lm]
 moved = np.abs(A - S).reshape(len(A), -1).max(1)
 print("# still controls' change %g; the others' median %g" % (moved[[3, 40]].max(), np.median(moved)))
 sys.exit(0 if moved[[3, 40]].max() == 0 and np.median(moved) > 0.01 else 1)
