@@ -634,7 +634,7 @@ static int adapt(const char *xpath, const char *wpath, double alpha, int T, int 
     }
     close(fd);
     const double t0 = df__now_s();
-    double rms0 = 0;
+    double rms0 = 0, t_search = 0; /* the timing search's share of the elapsed time */
     for (int r = 0; r <= T; r++) {
         /* the model with the current basis, through the served code */
         sp->A = A;
@@ -691,7 +691,7 @@ static int adapt(const char *xpath, const char *wpath, double alpha, int T, int 
                 goto out;
             }
             int best = lag;
-            double best_r = INFINITY, r_zero = NAN;
+            double best_r = INFINITY, r_zero = NAN, last = df__now_s() - t0, tl0 = last;
             for (int L = lag_auto ? -ADAPT_LAG_MAX : lag; L <= (lag_auto ? ADAPT_LAG_MAX : lag); L++) {
                 shift_frames(Wk, F, Ms, L, Wl);
                 if ((rc = df__rt_adapt_basis(D, Wl, F, n3, Ms, A0, mu, Al, c, err))) {
@@ -701,9 +701,18 @@ static int adapt(const char *xpath, const char *wpath, double alpha, int T, int 
                 const double rr = residual(D, Wl, Al, c, F, n3, Ms);
                 if (L == 0) r_zero = rr;
                 if (rr < best_r) best_r = rr, best = L;
+                const double el = df__now_s() - t0;
+                if (lag_auto && el - last > 1.0 && L < ADAPT_LAG_MAX) { /* a long range of motion */
+                    const double done = (double)(L + ADAPT_LAG_MAX + 1) / (2 * ADAPT_LAG_MAX + 1);
+                    fprintf(stderr, "adapt: timing search %d/%d lags, elapsed %.1fs, ETA %.1fs\n",
+                            L + ADAPT_LAG_MAX + 1, 2 * ADAPT_LAG_MAX + 1, el,
+                            (el - tl0) * (1 - done) / done);
+                    last = el;
+                }
             }
             shift_frames(Wk, F, Ms, best, Wl);
             memcpy(Wk, Wl, sizeof(float) * (size_t)(F * Ms));
+            t_search = df__now_s() - t0 - tl0;
             free(Wl), free(Al);
             if (lag_auto)
                 printf("adapt: timing: the weights shifted by %+d frames explain the frames best "
@@ -720,7 +729,7 @@ static int adapt(const char *xpath, const char *wpath, double alpha, int T, int 
             break;
         }
         fprintf(stderr, "adapt: round %d/%d, residual rms %.4g, elapsed %.1fs, ETA %.1fs\n",
-                r + 1, T, rms, el, el / (r + 1) * (T + 1 - (r + 1)));
+                r + 1, T, rms, el, (el - t_search) / (r + 1) * (T + 1 - (r + 1)));
         if ((rc = df__rt_adapt_basis(D, Wk, F, n3, Ms, A0, mu, A, c, err))) goto out;
         for (int64_t k = 0; k < n3; k++) rest[k] += c[k];
     }
