@@ -223,6 +223,31 @@ done:
     return rc;
 }
 
+/* (G + shift I)^-1 in float [m,m] (symmetric), G SPD [m,m] in double (so
+ * is G + shift I for shift >= 0); NULL when out of memory */
+static float *inverse_f(const double *G, int64_t m, double shift)
+{
+    double *Gs = malloc((size_t)(m * m) * sizeof(double));
+    double *L = malloc((size_t)(m * m) * sizeof(double));
+    double *col = malloc((size_t)m * sizeof(double));
+    float *out = malloc((size_t)(m * m) * sizeof(float));
+    if (Gs && L && col && out) {
+        memcpy(Gs, G, (size_t)(m * m) * sizeof(double));
+        for (int64_t i = 0; i < m; i++) Gs[i * m + i] += shift;
+        df__rt_cholesky(Gs, m, 0.0, L);
+        for (int64_t j = 0; j < m; j++) {
+            for (int64_t i = 0; i < m; i++) col[i] = i == j;
+            df__rt_chol_solve(L, m, col);
+            for (int64_t i = 0; i < m; i++) out[j * m + i] = (float)col[i];
+        }
+    } else {
+        free(out);
+        out = NULL;
+    }
+    free(Gs), free(L), free(col);
+    return out;
+}
+
 static int load_markers(df__rt_t *r, const df_st_t *st, const char *const *src_names,
                         df_error_t *err)
 {
@@ -396,42 +421,15 @@ static int load_markers(df__rt_t *r, const df_st_t *st, const char *const *src_n
     if (!r->Gp) return E_(DF_ENOMEM, "out of memory");
     for (int64_t i = 0; i < m; i++)
         for (int64_t j = 0; j < P; j++) r->Gp[i * P + j] = j < m ? r->G[i * m + j] : 0.0;
-    /* G^-1 (float), for the batch's unconstrained solutions: the warm start
-     * of the bounded solves */
-    r->Ginv = malloc((size_t)(m * m) * sizeof(float));
-    double *col = malloc((size_t)m * sizeof(double));
-    if (!r->Ginv || !col) {
-        free(col);
-        return E_(DF_ENOMEM, "out of memory");
-    }
-    for (int64_t j = 0; j < m; j++) {
-        for (int64_t i = 0; i < m; i++) col[i] = i == j;
-        df__rt_chol_solve(r->L, m, col);
-        for (int64_t i = 0; i < m; i++) r->Ginv[j * m + i] = (float)col[i];
-    }
-    /* (G + rho I)^-1 (float), the x-update of the ADMM start (below) */
+    /* G^-1 (float), for the batch's unconstrained solutions; (G + rho I)^-1,
+     * the x-update of the ADMM start of the bounded solves (admm_start) */
+    if (!(r->Ginv = inverse_f(r->G, m, 0.0))) return E_(DF_ENOMEM, "out of memory");
     if (r->bounds != DF_RT_NONE) {
         double dg = 0;
         for (int64_t i = 0; i < m; i++) dg += r->G[i * m + i];
         r->rho = (float)(ADMM_RHO * dg / (double)m);
-        double *Gr = malloc((size_t)(m * m) * sizeof(double));
-        double *Lr = malloc((size_t)(m * m) * sizeof(double));
-        r->Kinv = malloc((size_t)(m * m) * sizeof(float));
-        if (!Gr || !Lr || !r->Kinv) {
-            free(Gr), free(Lr), free(col);
-            return E_(DF_ENOMEM, "out of memory");
-        }
-        memcpy(Gr, r->G, (size_t)(m * m) * sizeof(double));
-        for (int64_t i = 0; i < m; i++) Gr[i * m + i] += r->rho;
-        df__rt_cholesky(Gr, m, 0.0, Lr); /* G is positive definite: so is G + rho I */
-        for (int64_t j = 0; j < m; j++) {
-            for (int64_t i = 0; i < m; i++) col[i] = i == j;
-            df__rt_chol_solve(Lr, m, col);
-            for (int64_t i = 0; i < m; i++) r->Kinv[j * m + i] = (float)col[i];
-        }
-        free(Gr), free(Lr);
+        if (!(r->Kinv = inverse_f(r->G, m, r->rho))) return E_(DF_ENOMEM, "out of memory");
     }
-    free(col);
     /* KKT tolerance: freeing variable i would lower the residual norm by
      * g_i / sqrt(G_ii); below 1e-5 of the markers' extent it is rounding */
     for (int64_t i = 0; i < m; i++) r->tol[i] = 1e-5 * diag * sqrt(r->G[i * m + i]);
@@ -747,6 +745,14 @@ static void pgemm(const float *pk, float *wt, int trans, int rows, int cols, int
     gemm(trans, rows, cols, inner, A, lda, X, C);
 }
 
+/* v clamped to [0, hi] (a compare and select each side: vectorises, where
+ * fminf / fmaxf are library calls) */
+static inline float clampf(float v, float hi)
+{
+    v = v < 0.0f ? 0.0f : v;
+    return v > hi ? hi : v;
+}
+
 /* The cold start of the bounded solves (poses without a previous frame's
  * sets): ADMM_ITERS iterations of ADMM on the batch's box-constrained
  * problems min 1/2 w'Gw - b'w, lo <= w <= hi (Boyd et al. 2011, sec. 5.2:
@@ -761,14 +767,6 @@ static void pgemm(const float *pk, float *wt, int trans, int rows, int cols, int
  * ADMM's ~4.4 (clean) and ~1.5 (1 mm noise) after 10 iterations; 5.5 and
  * 3.0 without the over-relaxation). cq: the nc poses (marker order);
  * Ad: 5 blocks of ld floats; sets: [nm, Ms] OUT for those poses. */
-/* v clamped to [0, hi] (a compare and select each side: vectorises, where
- * fminf / fmaxf are library calls) */
-static inline float clampf(float v, float hi)
-{
-    v = v < 0.0f ? 0.0f : v;
-    return v > hi ? hi : v;
-}
-
 static void admm_start(const df__rt_t *r, float *wt, const float *RHS, const float *Wm,
                        const int32_t *cq, int nc, float *Ad, size_t ld, uint8_t *sets)
 {
@@ -838,7 +836,7 @@ static int rt_evaluate(const df_model_t *m, const df_batch_t *b, void *scratch,
     int32_t *mk = (int32_t *)(pnrm + B); /* pose index of each marker pose */
     uint8_t *sets = (uint8_t *)(mk + B);  /* [nm, Ms] active sets */
     uint8_t *sets0 = sets + (size_t)B * Ms; /* [Ms] a pose's starting sets */
-    uint8_t *cold = sets0 + Ms;              /* [nm, Ms] the signs' sets */
+    uint8_t *cold = sets0 + Ms;              /* [nm, Ms] the cold start's sets */
     uint8_t *next = cold + (size_t)B * Ms;   /* [nm] the start each sequence takes next */
     int32_t *cq = (int32_t *)(((uintptr_t)(next + B) + 3) & ~(uintptr_t)3); /* [nm] cold poses */
 
@@ -899,18 +897,19 @@ static int rt_evaluate(const df_model_t *m, const df_batch_t *b, void *scratch,
         }
         pgemm(r->pAt, wt, 1, (int)Ms, nm, (int)K3, r->At, (int)K3, Y, RHS);
         if (it == 0 && r->bounds != DF_RT_NONE) {
-            /* warm start: the sets of the unconstrained solutions G^-1 b,
-             * one GEMM for the batch */
+            /* the starts. The unconstrained solutions G^-1 b, one GEMM for
+             * the batch: ADMM's starting point, and their signs the cold
+             * start the sequences below compare with. A sequence's previous
+             * frame (state: its solved weights, then which start to take):
+             * with clean markers its sets are a change or two from this
+             * frame's; with noisy ones the weak controls flip from frame to
+             * frame and the cold start is the better one. Each frame
+             * compares the two with its own final sets and the state says
+             * which to take next (below). The other poses start from ADMM
+             * (admm_start), and compare with that. */
             pgemm(r->pGinv, wt, 0, (int)Ms, nm, (int)Ms, r->Ginv, (int)Ms, RHS, Wm);
             const int unit = r->bounds == DF_RT_UNIT;
-            sets_of(Wm, (size_t)Ms * nm, unit, sets);
-            /* a sequence's previous frame (state: its solved weights, then
-             * which start to take): with clean markers its sets are a
-             * change or two from this frame's, where the signs above are
-             * ~20; with noisy ones the weak controls flip from frame to
-             * frame and the signs are the better start. Each frame
-             * compares both starts with its own final sets and the state
-             * says which to take next (below). */
+            sets_of(Wm, (size_t)Ms * nm, unit, cold);
             int nc = 0; /* the poses without a previous frame's sets to start from */
             for (int q = 0; q < nm; q++) {
                 const float *sv = prev_state(r, b, mk[q]);
@@ -920,11 +919,8 @@ static int rt_evaluate(const df_model_t *m, const df_batch_t *b, void *scratch,
                     cq[nc++] = q;
             }
             if (nc > 0) admm_start(r, wt, RHS, Wm, cq, nc, Ad, al16((size_t)Ms * B), sets);
-            memcpy(cold, sets, (size_t)Ms * nm);
-            for (int q = 0; q < nm; q++) { /* the signs, for the start's choice below */
-                const float *sv = prev_state(r, b, mk[q]);
-                if (sv && sv[Ms] > 0.5f) sets_of(Wm + (size_t)q * Ms, (size_t)Ms, unit, cold + (size_t)q * Ms);
-            }
+            for (int c = 0; c < nc; c++)
+                memcpy(cold + (size_t)cq[c] * Ms, sets + (size_t)cq[c] * Ms, (size_t)Ms);
         }
         for (int q = 0; q < nm; q++) {
             for (int64_t i = 0; i < Ms; i++) bw[i] = RHS[(size_t)q * Ms + i];

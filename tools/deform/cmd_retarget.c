@@ -555,11 +555,11 @@ static int adapt(const char *xpath, const char *wpath, double alpha, int T, int 
     const int64_t K = sp->K, n3 = 3 * K, Ms = src->M;
     int nd, rc = DF_OK;
     int64_t sh[DF_MAX_DIMS];
-    float *X = NULL, *Wk = NULL, *Ws = NULL, *H = NULL, *D = NULL, *A = NULL, *A0 = NULL;
+    float *X = NULL, *Wk = NULL, *H = NULL, *D = NULL, *A = NULL, *A0 = NULL;
     float *rest = NULL, *c = NULL;
     const float *rest_in = sp->rest;
     const float **pin = NULL;
-    float **ps = NULL, **ph = NULL;
+    float **ph = NULL;
     df_model_t *m = NULL;
     df_scratch_t *scr = NULL;
     char tmp[4200] = "";
@@ -576,21 +576,19 @@ static int adapt(const char *xpath, const char *wpath, double alpha, int T, int 
                               (long long)(i / n3), (long long)(i % n3 / 3));
             goto out;
         }
-    {
-        if ((rc = df_npy_read_f32(wpath, &nd, sh, &Wk, err))) goto out;
-        if (nd != 2 || sh[0] != F || sh[1] != Ms) {
-            rc = df_error_set(err, DF_EINVAL, "%s: want the weights of the %lld --adapt frames "
-                                              "[%lld,%lld]", wpath, (long long)F, (long long)F,
-                              (long long)Ms);
+    if ((rc = df_npy_read_f32(wpath, &nd, sh, &Wk, err))) goto out;
+    if (nd != 2 || sh[0] != F || sh[1] != Ms) {
+        rc = df_error_set(err, DF_EINVAL, "%s: want the weights of the %lld --adapt frames "
+                                          "[%lld,%lld]", wpath, (long long)F, (long long)F,
+                          (long long)Ms);
+        goto out;
+    }
+    for (int64_t i = 0; i < F * Ms; i++)
+        if (!isfinite(Wk[i])) {
+            rc = df_error_set(err, DF_EINVAL, "%s: frame %lld, control %lld is not finite",
+                              wpath, (long long)(i / Ms), (long long)(i % Ms));
             goto out;
         }
-        for (int64_t i = 0; i < F * Ms; i++)
-            if (!isfinite(Wk[i])) {
-                rc = df_error_set(err, DF_EINVAL, "%s: frame %lld, control %lld is not finite",
-                                  wpath, (long long)(i / Ms), (long long)(i % Ms));
-                goto out;
-            }
-    }
     { /* the controls the range of motion leaves (nearly) still keep the source's columns */
         int any = 0;
         for (int64_t j = 0; j < Ms; j++) {
@@ -603,16 +601,15 @@ static int adapt(const char *xpath, const char *wpath, double alpha, int T, int 
         }
         if (any) printf("\n");
     }
-    Ws = malloc(sizeof(float) * (size_t)(F * Ms));
     H = malloc(sizeof(float) * (size_t)(F * 12));
     D = malloc(sizeof(float) * (size_t)(F * n3));
     A = malloc(sizeof(float) * (size_t)(Ms * n3));
     A0 = malloc(sizeof(float) * (size_t)(Ms * n3));
     rest = malloc(sizeof(float) * (size_t)n3);
     c = malloc(sizeof(float) * (size_t)n3);
-    pin = malloc(64 * sizeof *pin), ps = malloc(64 * sizeof *ps), ph = malloc(64 * sizeof *ph);
+    pin = malloc(64 * sizeof *pin), ph = malloc(64 * sizeof *ph);
     scr = df_scratch_new();
-    if (!Ws || !H || !D || !A || !A0 || !rest || !c || !pin || !ps || !ph || !scr) {
+    if (!H || !D || !A || !A0 || !rest || !c || !pin || !ph || !scr) {
         rc = df_error_set(err, DF_ENOMEM, "out of memory (%lld frames)", (long long)F);
         goto out;
     }
@@ -642,9 +639,7 @@ static int adapt(const char *xpath, const char *wpath, double alpha, int T, int 
         if ((rc = assemble(tmp, src, tgt, sp, err))) goto out;
         df_model_unref(&m);
         if ((rc = df_model_open(tmp, "retarget", NULL, NULL, &m, err))) goto out;
-        const int ii = df_model_find_input(m, "markers"),
-                  is = df_model_find_output(m, "solved_weights"),
-                  ih = df_model_find_output(m, "head_pose");
+        const int ii = df_model_find_input(m, "markers"), ih = df_model_find_output(m, "head_pose");
         for (int64_t f0 = 0; f0 < F; f0 += 64) {
             const int n = (int)(F - f0 < 64 ? F - f0 : 64);
             df_batch_t b;
@@ -652,12 +647,10 @@ static int adapt(const char *xpath, const char *wpath, double alpha, int T, int 
             b.n = n;
             for (int p = 0; p < n; p++) {
                 pin[p] = X + (f0 + p) * n3;
-                ps[p] = Ws + (f0 + p) * Ms;
                 ph[p] = H + (f0 + p) * 12;
             }
             b.in[ii] = pin;
-            b.out[is] = ps;
-            b.out[ih] = ph;
+            b.out[ih] = ph; /* the head's pose alone: no positions evaluated */
             if ((rc = df_model_evaluate(m, &b, scr, err))) {
                 char msg[sizeof err->msg];
                 snprintf(msg, sizeof msg, "%s", err->msg);
@@ -742,8 +735,8 @@ out:
     sp->rest = rest_in;
     df_model_unref(&m);
     df_scratch_free(&scr);
-    free(X), free(Wk), free(Ws), free(H), free(D), free(A), free(A0), free(rest), free(c);
-    free(pin), free(ps), free(ph);
+    free(X), free(Wk), free(H), free(D), free(A), free(A0), free(rest), free(c);
+    free(pin), free(ph);
     return rc;
 }
 
