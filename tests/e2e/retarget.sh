@@ -43,6 +43,38 @@ POSES="tests/data/ict/clone_source.npy tests/data/ict/clone_target.npy"
     && grep -q "source controls with no target shape:.* mouthSmile_L" "$T/b1.log" \
     && grep -q "target shapes with no source control:.* smirk_L" "$T/b1.log" \
     && ok rt-build-names-reports || { cat "$T/b1.log"; fail rt-build-names-reports; }
+# a user's avatar (tests/e2e/avatar_gltf.py, a glTF through deform import): ARKit names on
+# head, teeth and eye meshes, jawOpen on two of them. The names map drives every mesh that
+# has the name: source jawOpen 1 and eyeBlink_L 0.5 move the head and the teeth by their own
+# jawOpen targets and the eye by half its (first) eyeBlink_L, against the glTF's targets.
+cat >"$T/avw.py" <<'EOF'
+import json, struct, sys
+import numpy as np
+h = open(sys.argv[1], "rb"); n = struct.unpack("<Q", h.read(8))[0]
+names = json.loads(json.loads(h.read(n))["__metadata__"]["morph_names"])
+W = np.zeros((2, len(names)), np.float32)
+W[1, names.index("jawOpen")] = 1.0
+W[1, names.index("eyeBlink_L")] = 0.5
+np.save(sys.argv[2], W)
+EOF
+cat >"$T/avc.py" <<'EOF'
+import sys
+import numpy as np
+P = np.load(sys.argv[1]); d = np.load(sys.argv[2])
+want = d["jawOpen"] + 0.5 * d["eyeBlink_L_first"]
+err = np.abs((P[1] - P[0]) - want).max()
+print("avatar: jawOpen 1, eyeBlink_L 0.5: max error %.2g m over %d vertices" % (err, len(want)))
+sys.exit(0 if err < 1e-6 else 1)
+EOF
+"$PY" tests/e2e/avatar_gltf.py "$T/avatar.gltf" "$T/avatar_deltas.npz" \
+    && "$BIN/deform" import "$T/avatar.gltf" --repository "$T/av" --name avatar >"$T/av.log" 2>&1 \
+    && "$BIN/deform" retarget build --source "$D/source.safetensors" \
+        --target "$T/av/avatar/1/model.safetensors" --repository "$T/av" --name avatar_rt >"$T/avb.log" 2>&1 \
+    && grep -q "names: 3 of 4 target shapes matched by name" "$T/avb.log" \
+    && "$PY" "$T/avw.py" "$D/source.safetensors" "$T/avw.npy" \
+    && "$BIN/deform" retarget apply "$T/av/avatar_rt" --weights "$T/avw.npy" --positions "$T/avp.npy" >>"$T/avb.log" 2>&1 \
+    && "$PY" "$T/avc.py" "$T/avp.npy" "$T/avatar_deltas.npz" \
+    && ok rt-user-avatar-names || { cat "$T/av.log" "$T/avb.log"; fail rt-user-avatar-names; }
 "$BIN/deform" retarget build --source "$D/source.safetensors" --target "$D/t1.safetensors" \
     --repository "$R" --name t1 --map clone --poses $POSES --markers "$D/landmarks68.txt" >"$T/b2.log" 2>&1 \
     && grep -q "clone: E \[25 x 55\] from 80 poses" "$T/b2.log" && ok rt-build-clone \

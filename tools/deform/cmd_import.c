@@ -2,6 +2,7 @@
  *
  *   deform import ASSET --repository DIR --name NAME [--skinning lbs|dqs]
  *                 [--units m|cm|mm|km|in|ft] [--scale S] [--up y|z|-z|x|-x|-y]
+ *                 [--morphs-per-mesh]
  *   deform import CLIPS.bvh --repository DIR --clips-for MODEL [--name NAME]
  *
  * The first form reads ASSET with assimp (import_scene.c) and writes DIR/NAME/config.json
@@ -13,7 +14,9 @@
  * usage errors exit 2. --max-memory MB caps the address space (default: RAM, at most 8 GiB).
  * --units (the asset's length unit; served in metres), --scale (a further factor) and --up (the
  * asset's up axis; served Y-up) change the whole model (import_xform.c); the default keeps the
- * file's units and axes as assimp reports them.
+ * file's units and axes as assimp reports them. Morph targets of one name in several meshes
+ * are one control (an avatar's head, teeth and eyes sharing `jawOpen`); --morphs-per-mesh
+ * keeps every mesh's targets apart.
  */
 #include "import.h"
 
@@ -31,6 +34,7 @@ static int usage(void)
     fprintf(stderr,
             "usage: deform import ASSET --repository DIR --name NAME [--skinning lbs|dqs]\n"
             "                     [--units m|cm|mm|km|in|ft] [--scale S] [--up y|z|-z|x|-x|-y] [--max-memory MB]\n"
+            "                     [--morphs-per-mesh]\n"
             "       deform import CLIPS.bvh --repository DIR --clips-for MODEL [--name NAME]\n");
     return 2;
 }
@@ -114,6 +118,7 @@ int cmd_import(int argc, char **argv)
 {
     const char *asset = NULL, *repo = NULL, *name = NULL, *skin = "lbs", *clips_for = NULL;
     long long max_mb = 0;
+    int per_mesh = 0;
     const char *units = NULL, *up = NULL, *scale_s = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -127,6 +132,7 @@ int cmd_import(int argc, char **argv)
         else if (!strcmp(a, "--units") && more) units = argv[++i];
         else if (!strcmp(a, "--up") && more) up = argv[++i];
         else if (!strcmp(a, "--scale") && more) scale_s = argv[++i];
+        else if (!strcmp(a, "--morphs-per-mesh")) per_mesh = 1;
         else if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(); return 0; }
         else if (a[0] == '-' && a[1]) {
             fprintf(stderr, "deform import: unknown or incomplete option '%s'\n", a);
@@ -168,6 +174,11 @@ int cmd_import(int argc, char **argv)
                         "--clips-for (clips take their model's units and axes)\n");
         return 2;
     }
+    if (clips_for && per_mesh) {
+        fprintf(stderr, "deform import: --morphs-per-mesh applies to a whole asset, not to "
+                        "--clips-for (clips take their model's morph targets)\n");
+        return 2;
+    }
     cap_memory(max_mb);
     df_error_t err = {0};
     char dir[PATH_MAX], vdir[PATH_MAX + 32], path[PATH_MAX + 64];
@@ -203,7 +214,7 @@ int cmd_import(int argc, char **argv)
         return 0;
     }
 
-    df__import_opts_t opts = {.skinning = skin};
+    df__import_opts_t opts = {.skinning = skin, .morphs_per_mesh = per_mesh};
     df_rigged_data_t d;
     df__import_summary_t s;
     int rc = df__import_scene(asset, &opts, &d, &s, &err);
@@ -238,6 +249,13 @@ int cmd_import(int argc, char **argv)
     printf("  joints %lld (%d bones), influences %lld, morphs %lld, skinning %s\n",
            (long long)d.n_joints, s.n_bones, (long long)d.n_influences, (long long)d.n_morphs,
            d.skinning);
+    if (s.n_shared_morphs)
+        printf("  morph targets joined by name to another mesh's control: %d "
+               "(--morphs-per-mesh keeps them apart)\n", s.n_shared_morphs);
+    if (s.n_morph_conflicts)
+        printf("  warning: shared morph controls a clip animates differently in their meshes: %d "
+               "(each takes its first mesh's curve; --morphs-per-mesh keeps them apart)\n",
+               s.n_morph_conflicts);
     if (s.n_skipped_faces) printf("  dropped %ld point/line primitives\n", s.n_skipped_faces);
     if (s.n_inconsistent_binds)
         printf("  warning: %d bones have offset matrices that disagree between meshes\n",

@@ -19,6 +19,8 @@
 typedef struct df__import_opts {
     const char *skinning;  /* "lbs" or "dqs" */
     int verbose;
+    int morphs_per_mesh;   /* 1: every mesh's morph targets apart (names made unique); 0:
+                            * targets of one name across meshes are one control */
 } df__import_opts_t;
 
 /* What the import found, for the summary line and the tests. */
@@ -32,6 +34,8 @@ typedef struct df__import_summary {
     int n_inconsistent_binds;/* bones whose offset matrices disagree between meshes */
     int n_missing_bones;     /* bones without a node: follow their mesh's node rigidly */
     int static_first_frame;  /* vertex-animated format: first frame only */
+    int n_shared_morphs;     /* meshes' targets joined to an earlier mesh's control by name */
+    int n_morph_conflicts;   /* shared controls a clip animates otherwise in different meshes */
 } df__import_summary_t;
 
 /* Import ASSET through assimp into *out (new: free with df__import_free). */

@@ -27,8 +27,13 @@
  *    clips have no per-key scale: a clip whose scale keys move away from the rest scale is
  *    stored as world matrices (clip/<i>/matrices) computed here by FK.
  *  - Morph targets: aiMesh::mAnimMeshes hold absolute positions; deltas = anim - base (in bind
- *    space). Every mesh's targets get their own global index; aiMeshMorphAnim channels (named
- *    after the node that holds the mesh) become the clip's weights.
+ *    space). Targets of different meshes with the same name are one control (one global index,
+ *    each mesh's deltas on its own vertices): an avatar's head, teeth and eyes each carry
+ *    `jawOpen` or `eyeBlink_L`, and one weight must move them together. Within one mesh a
+ *    repeated name stays a separate target (made unique). opts->morphs_per_mesh keeps every
+ *    mesh's targets apart (names made unique). aiMeshMorphAnim channels (named after the node
+ *    that holds the mesh) become the clip's weights; a shared control takes the first mesh's
+ *    channel, and other meshes' channels that animate it otherwise are counted and reported.
  */
 #include "import.h"
 
@@ -369,8 +374,12 @@ typedef struct imp {
     const struct aiScene *sc;
     ctx_t c;
     int use_joints, all_normals, J;
-    int64_t N, T, M;
-    int *vbase, *mbase;   /* per instance: first vertex / first morph (n_insts + 1) */
+    int64_t N, T, M;      /* M: global morph targets (controls) */
+    int64_t ML;           /* the meshes' own targets, all instances */
+    int *vbase, *mbase;   /* per instance: first vertex / first own target (n_insts + 1) */
+    int *gmap;            /* [ML] own target -> global control */
+    char **gnames;        /* [M] the controls' names */
+    int per_mesh;         /* opts->morphs_per_mesh */
     double *X;            /* per instance: mesh space -> bind space (16 each) */
     double *ibm;          /* per node: inverse bind (16 each), valid where ibm_set */
     char *ibm_set;
@@ -437,6 +446,52 @@ static int select_joints(imp_t *s)
     return DF_OK;
 }
 
+/* The name of instance i's target k as the file gives it (unnamed: from the mesh). */
+static void morph_name(const struct aiMesh *am, unsigned k, char *nm, size_t len)
+{
+    const struct aiAnimMesh *an = am->mAnimMeshes[k];
+    if (an->mName.length) snprintf(nm, len, "%.200s", an->mName.data);
+    else snprintf(nm, len, "%.200s%s%u", am->mName.data, am->mName.length ? "_" : "morph", k);
+}
+
+/* gmap and gnames: each mesh's targets onto the global controls. A target takes the control
+ * of an earlier mesh's target of the same name, unless this mesh already uses that control
+ * (a repeated name within one mesh) or per_mesh; otherwise a new control, its name made
+ * unique. */
+static int map_morphs(imp_t *s)
+{
+    const ctx_t *c = &s->c;
+    s->gmap = malloc(sizeof *s->gmap * (size_t)(s->ML ? s->ML : 1));
+    s->gnames = calloc((size_t)(s->ML ? s->ML : 1), sizeof *s->gnames);
+    char **want = calloc((size_t)(s->ML ? s->ML : 1), sizeof *want); /* as the file names it */
+    int *last = malloc(sizeof *last * (size_t)(s->ML ? s->ML : 1));     /* last instance using it */
+    int rc = DF_OK;
+    if (!s->gmap || !s->gnames || !want || !last) rc = oom(s);
+    s->M = 0;
+    for (int i = 0; i < c->n_insts && !rc; i++) {
+        const struct aiMesh *am = s->sc->mMeshes[c->insts[i].mesh];
+        for (unsigned k = 0; k < am->mNumAnimMeshes && !rc; k++) {
+            char nm[300];
+            morph_name(am, k, nm, sizeof nm);
+            int64_t g = -1;
+            for (int64_t q = 0; q < s->M && !s->per_mesh && g < 0; q++)
+                if (last[q] != i && !strcmp(want[q], nm)) g = q;
+            if (g >= 0) {
+                s->sum->n_shared_morphs++;
+            } else {
+                g = s->M++;
+                if (!(want[g] = xstrdup(nm)) || !unique_name(s->gnames, (int)g, nm, "morph", 200))
+                    rc = oom(s);
+            }
+            last[g] = i;
+            s->gmap[s->mbase[i] + (int)k] = (int)g;
+        }
+    }
+    for (int64_t q = 0; want && q < s->ML; q++) free(want[q]);
+    free(want), free(last);
+    return rc;
+}
+
 /* Vertex/triangle/morph counts and per-instance offsets, against the limits. */
 static int count(imp_t *s)
 {
@@ -449,9 +504,9 @@ static int count(imp_t *s)
     for (int i = 0; i < c->n_insts; i++) {
         const struct aiMesh *am = s->sc->mMeshes[c->insts[i].mesh];
         s->vbase[i] = (int)s->N;
-        s->mbase[i] = (int)s->M;
+        s->mbase[i] = (int)s->ML;
         s->N += am->mNumVertices;
-        s->M += am->mNumAnimMeshes;
+        s->ML += am->mNumAnimMeshes;
         for (unsigned fi = 0; fi < am->mNumFaces; fi++) {
             if (am->mFaces[fi].mNumIndices == 3) s->T++;
             else s->sum->n_skipped_faces++;
@@ -462,10 +517,15 @@ static int count(imp_t *s)
                                 (long long)s->lim.max_vertices);
     }
     s->vbase[c->n_insts] = (int)s->N;
-    s->mbase[c->n_insts] = (int)s->M;
+    s->mbase[c->n_insts] = (int)s->ML;
     s->sum->n_meshes = c->n_insts;
     if (s->T == 0)
         return df_error_set(s->err, DF_EINVAL, "%s: no triangles (only points or lines)", s->path);
+    if (s->ML > s->lim.max_morphs * 16) /* bounds the name matching below */
+        return df_error_set(s->err, DF_ELIMIT, "%s: %lld morph targets (limit %lld)", s->path,
+                            (long long)s->ML, (long long)s->lim.max_morphs);
+    int rc = map_morphs(s);
+    if (rc) return rc;
     if (s->M > s->lim.max_morphs)
         return df_error_set(s->err, DF_ELIMIT, "%s: %lld morph targets (limit %lld)", s->path,
                             (long long)s->M, (long long)s->lim.max_morphs);
@@ -601,11 +661,11 @@ static int write_morphs(imp_t *s)
         const double *Xi = s->X + 16 * i;
         for (unsigned k = 0; k < am->mNumAnimMeshes; k++) {
             const struct aiAnimMesh *an = am->mAnimMeshes[k];
-            int gm = s->mbase[i] + (int)k;
-            char nm[300];
-            if (an->mName.length) snprintf(nm, sizeof nm, "%.200s", an->mName.data);
-            else snprintf(nm, sizeof nm, "%.200s%s%u", am->mName.data, am->mName.length ? "_" : "morph", k);
-            if (!unique_name(out->morph_names, gm, nm, "morph", 200)) return oom(s);
+            int gm = s->gmap[s->mbase[i] + (int)k];
+            if (!out->morph_names[gm]) {
+                out->morph_names[gm] = s->gnames[gm];
+                s->gnames[gm] = NULL;
+            }
             if (!an->mVertices) continue;
             if (an->mNumVertices != am->mNumVertices)
                 return df_error_set(s->err, DF_EFORMAT, "%s: mesh '%s' morph target %u has %u "
@@ -875,20 +935,34 @@ static int clip_joints(imp_t *s, df_rigged_clip_t *cl, const struct aiNodeAnim *
     return DF_OK;
 }
 
-/* Morph weights of one clip: aiMeshMorphAnim channels named after the mesh's node, lerped. */
+/* Morph weights of one clip: aiMeshMorphAnim channels named after the mesh's node, lerped.
+ * Each instance's own targets first (tmp), then onto the controls: a shared control takes
+ * the first instance that animates it; a later one that differs (1e-4) is counted. */
 static int clip_weights(imp_t *s, df_rigged_clip_t *cl, const struct aiAnimation *an,
                         const double *times, size_t nt)
 {
     const ctx_t *c = &s->c;
     int64_t M = s->M;
+    int nmax = 0;
+    for (int i = 0; i < c->n_insts; i++)
+        if (s->mbase[i + 1] - s->mbase[i] > nmax) nmax = s->mbase[i + 1] - s->mbase[i];
     cl->weights = calloc(nt * (size_t)M, sizeof(float));
-    if (!cl->weights) return oom(s);
-    for (unsigned ch = 0; ch < an->mNumMorphMeshChannels; ch++) {
-        const struct aiMeshMorphAnim *ma = an->mMorphMeshChannels[ch];
-        if (ma->mNumKeys == 0) continue;
-        for (int i = 0; i < c->n_insts; i++) {
-            if (strcmp(c->nodes[c->insts[i].node].ai->mName.data, ma->mName.data)) continue;
-            int nm = s->mbase[i + 1] - s->mbase[i];
+    float *tmp = malloc(nt * (size_t)(nmax ? nmax : 1) * sizeof(float));
+    char *set = calloc((size_t)(M ? M : 1), 1), *bad = calloc((size_t)(M ? M : 1), 1);
+    if (!cl->weights || !tmp || !set || !bad) {
+        free(tmp), free(set), free(bad);
+        return oom(s);
+    }
+    for (int i = 0; i < c->n_insts; i++) {
+        const int nm = s->mbase[i + 1] - s->mbase[i];
+        int any = 0;
+        if (nm == 0) continue;
+        memset(tmp, 0, nt * (size_t)nm * sizeof(float));
+        for (unsigned ch = 0; ch < an->mNumMorphMeshChannels; ch++) {
+            const struct aiMeshMorphAnim *ma = an->mMorphMeshChannels[ch];
+            if (ma->mNumKeys == 0 || strcmp(c->nodes[c->insts[i].node].ai->mName.data, ma->mName.data))
+                continue;
+            any = 1;
             for (size_t fi = 0; fi < nt; fi++) {
                 double u;
                 unsigned k0 = seg_find(&ma->mKeys[0].mTime, sizeof ma->mKeys[0], ma->mNumKeys,
@@ -899,12 +973,25 @@ static int clip_weights(imp_t *s, df_rigged_clip_t *cl, const struct aiAnimation
                     double wgt = side ? u : 1 - u;
                     for (unsigned q = 0; q < mk->mNumValuesAndWeights; q++)
                         if ((int)mk->mValues[q] < nm)
-                            cl->weights[fi * M + s->mbase[i] + mk->mValues[q]] +=
-                                (float)(wgt * mk->mWeights[q]);
+                            tmp[fi * nm + mk->mValues[q]] += (float)(wgt * mk->mWeights[q]);
                 }
             }
         }
+        if (!any) continue;
+        for (int k = 0; k < nm; k++) {
+            const int g = s->gmap[s->mbase[i] + k];
+            for (size_t fi = 0; fi < nt; fi++) {
+                float *dst = &cl->weights[fi * M + g];
+                if (!set[g]) *dst = tmp[fi * nm + k];
+                else if (!bad[g] && fabsf(*dst - tmp[fi * nm + k]) > 1e-4f) {
+                    bad[g] = 1;
+                    s->sum->n_morph_conflicts++;
+                }
+            }
+            set[g] = 1;
+        }
     }
+    free(tmp), free(set), free(bad);
     return DF_OK;
 }
 
@@ -972,7 +1059,8 @@ int df__import_scene(const char *path, const df__import_opts_t *opts, df_rigged_
         path, aiProcess_Triangulate | aiProcess_JoinIdenticalVertices | aiProcess_ValidateDataStructure);
     if (!sc)
         return df_error_set(err, DF_EFORMAT, "%s: assimp cannot read it: %s", path, aiGetErrorString());
-    imp_t s = {.path = path, .out = out, .sum = sum, .err = err, .sc = sc};
+    imp_t s = {.path = path, .out = out, .sum = sum, .err = err, .sc = sc,
+               .per_mesh = opts && opts->morphs_per_mesh};
     s.c.sc = sc;
     s.c.err = err;
     df_limits_default(&s.lim);
@@ -995,7 +1083,8 @@ int df__import_scene(const char *path, const df__import_opts_t *opts, df_rigged_
     if (!rc && s.use_joints) rc = write_skin(&s);
     if (!rc) rc = write_clips(&s);
     if (rc) df__import_free(out);
-    free(s.vbase); free(s.mbase); free(s.X); free(s.ibm); free(s.ibm_set);
+    for (int64_t q = 0; s.gnames && q < s.M; q++) free(s.gnames[q]);
+    free(s.vbase); free(s.mbase); free(s.gmap); free(s.gnames); free(s.X); free(s.ibm); free(s.ibm_set);
     free(s.c.nodes); free(s.c.insts);
     aiReleaseImport(sc);
     return rc;
