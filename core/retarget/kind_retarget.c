@@ -759,9 +759,11 @@ static inline float clampf(float v, float hi)
  * x = (G + rho I)^-1 (b + rho (z - u)), z = clip(x^ + u), u += x^ - z with
  * the over-relaxed x^ = a x + (1 - a) z, a = 1.8, sec. 3.4.3), each
  * iteration one matrix product for all of them, from z = clip(G^-1 b), u =
- * 0; the sets of z start the exact solve. A start never changes the answer
- * (the problem is strictly convex and the exact solve goes on until the
- * KKT conditions hold): it only saves the exact solve's set changes, which
+ * 0; the sets of z start the exact solve. A start changes the answer only
+ * within the stopping rule (the problem is strictly convex and the exact
+ * solve goes on until the KKT conditions hold to tol; along directions the
+ * markers barely observe, two starts can stop a few 1e-3 apart in weight):
+ * it saves the exact solve's set changes, which
  * cost far more per pose than the products (the unconstrained solution's
  * signs are ~14 of 55 variables from the answer's sets on face markers,
  * ADMM's ~4.4 (clean) and ~1.5 (1 mm noise) after 10 iterations; 5.5 and
