@@ -57,6 +57,11 @@
  * relative to the mean of diag(G) (ADMM_RHO 0.03..0.1 start the solves
  * alike on face markers; 0.3 and above less well) */
 enum { ADMM_ITERS = 10 };
+/* the served markers' size (RMS distance to their centroid) against the rest
+ * markers': an actor's face is within tens of % of the rig's; a factor of 2
+ * either way is another unit or not the model's markers */
+#define MARKER_SIZE_MIN 0.5
+#define MARKER_SIZE_MAX 2.0
 #define ADMM_RHO 0.05
 #define ADMM_ALPHA 1.8f /* over-relaxation (Boyd et al. 2011, sec. 3.4.3: 1.5..1.8) */
 #define DF_RT_MAX_MARKERS 4096
@@ -313,7 +318,7 @@ static int load_markers(df__rt_t *r, const df_st_t *st, const char *const *src_n
                                       "%lld coincide (duplicated landmark)",
                           (long long)i, (long long)j);
         }
-    if (df__rt_degenerate(r->rest, r->rigid_w, K))
+    if (df__rt_degenerate(r->rest, r->rigid_w, K, &r->rest_spread))
         return E_(DF_EFORMAT, "tensor 'retarget/marker_rest': the (weighted) markers are "
                               "collinear: a rigid alignment would be undefined");
     if (df__rt_ref_init(&r->ref, r->rest, r->rigid_w, K)) return E_(DF_ENOMEM, "out of memory");
@@ -861,10 +866,18 @@ static int rt_evaluate(const df_model_t *m, const df_batch_t *b, void *scratch,
         }
         if (x) {
             if ((rc = check_finite(x, K3, p, "markers", err))) return rc;
-            if (df__rt_degenerate(x, r->rigid_w, K))
+            double sp;
+            if (df__rt_degenerate(x, r->rigid_w, K, &sp))
                 return E_(DF_EINVAL, "pose %d: input 'markers': the markers are collinear "
                                      "or coincide: the head's rigid alignment is undefined",
                           p);
+            /* another unit (metres for a rig in centimetres) or not this face's markers:
+             * no rigid alignment fits them, refuse rather than answer nonsense */
+            if (!(sp >= MARKER_SIZE_MIN * r->rest_spread && sp <= MARKER_SIZE_MAX * r->rest_spread))
+                return E_(DF_EINVAL, "pose %d: input 'markers': they span %.3g x the model's "
+                                     "rest markers (allowed %g..%g): markers in another unit "
+                                     "than the model's, or not its markers",
+                          p, sp / r->rest_spread, MARKER_SIZE_MIN, MARKER_SIZE_MAX);
             mk[nm++] = p;
         }
         float *col = Ws + (size_t)p * Ms;

@@ -52,6 +52,7 @@ typedef struct df__rt {
                           * residual (rotation about jc, translation), or NULL */
     double *PjA;         /* [6,Ms] Pj A */
     double jc[3];        /* the centre of J's rotations */
+    double rest_spread;  /* the rest markers' (df__rt_degenerate) */
     float *pAt, *pGinv, *pE, *pKinv; /* At', Ginv, E, Kinv packed for math/pgemm.h (its
                           * builds; NULL otherwise or for no markers) */
     double lambda;
@@ -150,8 +151,11 @@ int df__rt_adapt_basis(const float *D, const float *W, int64_t F, int64_t n3, in
  * key-frame basis's PCA (n = 3 x markers). */
 void df__rt_eig_sym(double *a, int64_t n, double *V);
 
-/* 1 when K points are collinear or coincident (as above), else 0. */
-int df__rt_degenerate(const float *x, const float *w, int64_t K);
+/* 1 when K points are collinear or coincident (as above), else 0. spread
+ * (NULL: not wanted) OUT: their weighted RMS distance to their weighted
+ * centroid (w summing to 1), the size the served markers are compared with
+ * the rest markers' by (another unit is refused). */
+int df__rt_degenerate(const float *x, const float *w, int64_t K, double *spread);
 
 int df__rt_ref_init(df__rt_ref_t *ref, const float *y, const float *w, int64_t K); /* -1: ENOMEM */
 void df__rt_ref_free(df__rt_ref_t *ref);
@@ -194,6 +198,13 @@ typedef struct df__rt_progress {
  * ": gradients", ": solving".
  * Errors: landmarks out of range, coincident, or not spanning 3D (the warp
  * would be undetermined); CHOLMOD failures. */
+/* The global size ratio of two landmark sets (L points each, [L,3]): the RMS
+ * distance of lt's points to their centroid over ls's (1 when either is a
+ * single point). Expression cloning's local scale falls back to it where the
+ * warp folds; it is 0.01 for a target in metres from a source in
+ * centimetres. */
+double df__rt_size_ratio(const float *ls, const float *lt, int64_t L);
+
 int df__rt_transfer(const df__rt_mesh_t *s, const df__rt_mesh_t *t, const int32_t *lm_s,
                     const int32_t *lm_t, int64_t L, df__rt_transfer_t method, int local_frames,
                     int refine, float *out, int32_t *corr_tri, float *corr_bary, int *rounds,

@@ -491,7 +491,7 @@ static void centroid(const float *x, const float *w, int64_t K, double c[3])
  * and tr >= e1, so c1 > 1e-8 tr^2 gives e2 > 3.3e-9 e1, far above the
  * 1e-10 of the exact test: rounding cannot decide it. 1: certainly not
  * degenerate; 0: ask the exact test. */
-static int clearly_spread(const float *x, const float *w, int64_t K)
+static int clearly_spread(const float *x, const float *w, int64_t K, double *spread)
 {
     double s1[3] = {0, 0, 0}, s2[6] = {0, 0, 0, 0, 0, 0}, sw = 0;
     for (int64_t i = 0; i < K; i++) {
@@ -501,19 +501,21 @@ static int clearly_spread(const float *x, const float *w, int64_t K)
         s2[0] += wi * a * a, s2[1] += wi * b * b, s2[2] += wi * c * c;
         s2[3] += wi * a * b, s2[4] += wi * a * c, s2[5] += wi * b * c;
     }
+    if (spread) *spread = 0;
     if (!(sw > 0)) return 0;
     const double m0 = s1[0] / sw, m1 = s1[1] / sw, m2 = s1[2] / sw;
     const double xx = s2[0] / sw - m0 * m0, yy = s2[1] / sw - m1 * m1,
                  zz = s2[2] / sw - m2 * m2, xy = s2[3] / sw - m0 * m1,
                  xz = s2[4] / sw - m0 * m2, yz = s2[5] / sw - m1 * m2;
     const double tr = xx + yy + zz;
+    if (spread) *spread = tr > 0 ? sqrt(tr) : 0;
     const double c1 = xx * yy - xy * xy + xx * zz - xz * xz + yy * zz - yz * yz;
     return tr > 0 && c1 > 1e-8 * tr * tr;
 }
 
-int df__rt_degenerate(const float *x, const float *w, int64_t K)
+int df__rt_degenerate(const float *x, const float *w, int64_t K, double *spread)
 {
-    if (clearly_spread(x, w, K)) return 0;
+    if (clearly_spread(x, w, K, spread)) return 0;
     double c[3], S[9] = {0}, V[9];
     centroid(x, w, K, c);
     for (int64_t i = 0; i < K; i++) {
@@ -533,7 +535,7 @@ int df__rt_degenerate(const float *x, const float *w, int64_t K)
 int df__rt_rigid_align(const float *x, const float *y, const float *w,
                        int64_t K, int check, double R[9], double t[3])
 {
-    if (check && (df__rt_degenerate(x, w, K) || df__rt_degenerate(y, w, K))) return -1;
+    if (check && (df__rt_degenerate(x, w, K, NULL) || df__rt_degenerate(y, w, K, NULL))) return -1;
     double cx[3], cy[3], S[9] = {0};
     centroid(x, w, K, cx);
     centroid(y, w, K, cy);

@@ -30,7 +30,8 @@
  *    target's would count the facets as a change of orientation. The
  *    paper's scale is the ratio of the local bounding boxes; that assumes
  *    meshes of similar resolution, which a remeshed target is not, so the
- *    warp's own scale stands in for it. local_frames = 0 carries the
+ *    warp's own scale stands in for it (where the warp folds, the landmarks' size ratio,
+ *    which carries a change of units). local_frames = 0 carries the
  *    displacement unchanged (correspondence only).
  *  - Naive copy: the displacement of the nearest source vertex, no warp.
  *  - Deformation transfer: per target triangle the deformation gradient of
@@ -811,6 +812,19 @@ done:
     return rc;
 }
 
+double df__rt_size_ratio(const float *ls, const float *lt, int64_t L)
+{
+    double cs[3] = {0, 0, 0}, ct[3] = {0, 0, 0}, ss = 0, st = 0;
+    for (int64_t i = 0; i < L; i++)
+        for (int d = 0; d < 3; d++) cs[d] += ls[3 * i + d] / (double)L, ct[d] += lt[3 * i + d] / (double)L;
+    for (int64_t i = 0; i < L; i++)
+        for (int d = 0; d < 3; d++) {
+            ss += (ls[3 * i + d] - cs[d]) * (ls[3 * i + d] - cs[d]);
+            st += (lt[3 * i + d] - ct[d]) * (lt[3 * i + d] - ct[d]);
+        }
+    return ss > 0 && st > 0 ? sqrt(st / ss) : 1.0;
+}
+
 int df__rt_transfer(const df__rt_mesh_t *s, const df__rt_mesh_t *t, const int32_t *lm_s,
                     const int32_t *lm_t, int64_t L, df__rt_transfer_t method, int local_frames,
                     int refine, float *out, int32_t *corr_tri, float *corr_bary, int *rounds_out,
@@ -831,6 +845,7 @@ int df__rt_transfer(const df__rt_mesh_t *s, const df__rt_mesh_t *t, const int32_
         goto done;
     }
     if ((rc = landmarks(s, t, lm_s, lm_t, L, ls, lt, err))) goto done;
+    const double sg = df__rt_size_ratio(ls, lt, L);
     vertex_normals(s->pos, ns, s->tri, s->nt, Ns);
     vertex_normals(t->pos, nt, t->tri, t->nt, Nt);
     for (int64_t v = 0; v < nt; v++) fget(t->pos, v, Pt + 3 * v);
@@ -897,7 +912,8 @@ int df__rt_transfer(const df__rt_mesh_t *s, const df__rt_mesh_t *t, const int32_
             double det = J[0] * (J[4] * J[8] - J[5] * J[7]) - J[1] * (J[3] * J[8] - J[5] * J[6]) +
                          J[2] * (J[3] * J[7] - J[4] * J[6]);
             double sc = cbrt(fabs(det));
-            if (!(sc > 0.1 && sc < 10)) sc = 1; /* a folded warp: keep the size */
+            /* a folded warp: the landmarks' size ratio (units included) */
+            if (!(sc > 0.1 * sg && sc < 10 * sg)) sc = sg;
             if (!local_frames) { /* the displacement as it is */
                 sc = 1;
                 for (int i = 0; i < 9; i++) R[i] = (i % 4 == 0);

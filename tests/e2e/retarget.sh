@@ -257,10 +257,12 @@ PYEOF
 "$PY" -c 'import numpy as np, sys
 x = np.load(sys.argv[1]); np.save(sys.argv[2], x[:, :60])
 y = x.copy(); y[3, 7, 1] = np.nan; np.save(sys.argv[3], y)
-z = x[0].copy(); z[:] = z[0] + np.outer(np.arange(len(z)), [0.1, 0.2, 0.3]); np.save(sys.argv[4], z)' \
-    "$D/actor_neutral_markers_0mm.npy" "$T/rest60.npy" "$T/restnan.npy" "$T/restline.npy"
+z = x[0].copy(); z[:] = z[0] + np.outer(np.arange(len(z)), [0.1, 0.2, 0.3]); np.save(sys.argv[4], z)
+np.save(sys.argv[5], x * 0.01)' \
+    "$D/actor_neutral_markers_0mm.npy" "$T/rest60.npy" "$T/restnan.npy" "$T/restline.npy" "$T/restm.npy"
 for c in "rest60 want the actor's neutral markers \[68,3\] or \[frames,68,3\]" \
-         "restnan frame 3, marker 7 is not finite" "restline frame 0: the markers are collinear"; do
+         "restnan frame 3, marker 7 is not finite" "restline frame 0: the markers are collinear" \
+         "restm frame 0: the markers span 0.0.* x the source's rest markers (allowed 0.5..2)"; do
     set -- $c
     f=$1; shift
     "$BIN/deform" retarget build --source "$D/source.safetensors" --target "$D/t1.safetensors" \
@@ -394,6 +396,35 @@ err = {m: float(np.linalg.norm(((W @ (shapes(T + "/t2_%s.safetensors" % m) - tru
        for m in ("clone", "dt", "naive", "clone_off")}
 print("# T2 mean vertex error (cm): %s" % err)
 sys.exit(0 if 2 * err["clone_off"] <= err["naive"] and max(err["clone"], err["dt"]) < err["naive"] else 1)
+EOF2
+# T2 in metres (the source in centimetres): expression cloning scales the displacements with
+# the warp (0.01 x the centimetre transfer's, 1e-4 relative); --local-frames off, which
+# carries them at the source's size, warns about the units
+"$PY" - "$D/t2.safetensors" "$T/t2_m.safetensors" <<'EOF2'
+import sys
+sys.path.insert(0, "tools/garment")
+import stfile
+t, meta = stfile.read(sys.argv[1])
+t["positions"] = (t["positions"] * 0.01).astype("float32")
+stfile.write(sys.argv[2], t, meta)
+EOF2
+for lf in on off; do
+    "$BIN/deform" retarget transfer --source "$D/source.safetensors" --target "$T/t2_m.safetensors" \
+        --source-landmarks "$D/landmarks68.txt" --target-landmarks "$D/t2_landmarks68.txt" \
+        --local-frames $lf --out "$T/t2m_$lf.safetensors" >"$T/trm_$lf.log" 2>&1
+done
+grep -q "warning: the target's landmarks span 0.0108 x the source's (other units?)" "$T/trm_off.log" \
+    && ! grep -q warning "$T/trm_on.log" \
+    && "$PY" - "$T/t2_clone.safetensors" "$T/t2m_on.safetensors" <<'EOF2' \
+    && ok rt-transfer-other-units || { cat "$T/trm_on.log" "$T/trm_off.log"; fail rt-transfer-other-units; }
+import sys
+import numpy as np
+sys.path.insert(0, "tools/garment")
+import stfile
+a = stfile.read(sys.argv[1])[0]["morph_deltas"]; b = stfile.read(sys.argv[2])[0]["morph_deltas"]
+r = float(np.abs(b - 0.01 * a).max() / np.abs(0.01 * a).max())
+print("# T2 in metres: cloning's deltas against 0.01 x the centimetre ones: %.2g relative" % r)
+sys.exit(0 if r < 1e-4 else 1)
 EOF2
 sed -n 1,20p "$D/t2_landmarks68.txt" >"$T/t2dup.txt"; sed -n 3p "$D/t2_landmarks68.txt" >>"$T/t2dup.txt"
 head -21 "$D/landmarks68.txt" >"$T/srcl21.txt"
@@ -549,6 +580,9 @@ refused("collinear-markers", [{"name": "markers", "shape": [68, 3], "datatype": 
                                "data": line.ravel().tolist()}], "collinear")
 refused("duplicated-markers", [{"name": "markers", "shape": [68, 3], "datatype": "FP32",
                                 "data": [1.5] * 204}], "collinear or coincide")
+refused("markers-in-metres", [{"name": "markers", "shape": [68, 3], "datatype": "FP32",
+                                "data": (0.01 * X[0]).ravel().tolist()}],
+        "x the model's rest markers (allowed 0.5..2): markers in another unit")
 refused("both-inputs", [{"name": "markers", "shape": [68, 3], "datatype": "FP32", "data": X[0].ravel().tolist()},
                         {"name": "source_weights", "shape": [55], "datatype": "FP32", "data": W[0].tolist()}],
         "not both")

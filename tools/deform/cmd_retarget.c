@@ -472,10 +472,18 @@ static float *calibrate(const char *path, const rig_t *src, const int32_t *mk, i
                              (long long)f, (long long)(i / 3));
                 goto fail;
             }
-        double R[9], t[3];
+        double R[9], t[3], sx = 0, sy = 0;
         if (df__rt_rigid_align(x, y, wt, K, 1, R, t)) {
             df_error_set(err, DF_EINVAL, "%s: frame %lld: the markers are collinear or "
                                           "coincide", path, (long long)f);
+            goto fail;
+        }
+        df__rt_degenerate(x, wt, K, &sx);
+        df__rt_degenerate(y, wt, K, &sy);
+        if (!(sx >= 0.5 * sy && sx <= 2.0 * sy)) { /* as the served markers (kind_retarget.c) */
+            df_error_set(err, DF_EINVAL, "%s: frame %lld: the markers span %.3g x the source's "
+                                          "rest markers (allowed 0.5..2): another unit than the "
+                                          "source rig's?", path, (long long)f, sx / sy);
             goto fail;
         }
         for (int64_t i = 0; i < K; i++)
@@ -1441,6 +1449,27 @@ static int cmd_transfer(int argc, char **argv)
         cbary = malloc(sizeof(float) * (size_t)(3 * tm.nv));
         C = malloc(sizeof(float) * (size_t)(4 * tm.nv));
         if (!ctri || !cbary || !C) DIE("out of memory");
+    }
+    /* displacements carried at the source's size onto a target of another size (units):
+     * say so before the work */
+    if (ls && nls >= 2 && (mt == DF_RT_NAIVE || strcmp(frames, "on"))) {
+        float *ps = malloc(sizeof(float) * (size_t)(3 * nls)), *pt = malloc(sizeof(float) * (size_t)(3 * nls));
+        int in = ps && pt;
+        for (int64_t i = 0; in && i < nls; i++) {
+            in = ls[i] >= 0 && ls[i] < sm.nv && lt[i] >= 0 && lt[i] < tm.nv;
+            for (int d = 0; in && d < 3; d++) {
+                ps[3 * i + d] = sm.pos[3 * (int64_t)ls[i] + d];
+                pt[3 * i + d] = tm.pos[3 * (int64_t)lt[i] + d];
+            }
+        }
+        const double r = in ? df__rt_size_ratio(ps, pt, nls) : 1.0;
+        if (!(r >= 0.5 && r <= 2.0))
+            fprintf(stderr, "deform retarget transfer: warning: the target's landmarks span %.3g x "
+                            "the source's (other units?); --method %s%s carries displacements at "
+                            "the source's size: import both in one unit (deform import --units), "
+                            "or use --method clone with local frames or --method dt, which scale "
+                            "them\n", r, method, mt == DF_RT_NAIVE ? "" : " --local-frames off");
+        free(ps), free(pt);
     }
     double t0 = df__now_s();
     tprog_t tpr = {t0, t0, t0, ""};

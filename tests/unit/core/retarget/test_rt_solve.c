@@ -471,16 +471,33 @@ static void test_rigid_align(void)
         w[i] = 0.2f;
         for (int a = 0; a < 3; a++) x[3 * i + a] = (float)(i * (a + 1)); /* on a line */
     }
-    DF_CHECK(df__rt_degenerate(x, w, 5) == 1);
+    DF_CHECK(df__rt_degenerate(x, w, 5, NULL) == 1);
     DF_CHECK(df__rt_rigid_align(x, x, w, 5, 1, R, t) == -1);
     for (int i = 0; i < 15; i++) x[i] = 1.5f;
-    DF_CHECK(df__rt_degenerate(x, w, 5) == 1);
+    DF_CHECK(df__rt_degenerate(x, w, 5, NULL) == 1);
     for (int i = 0; i < 5; i++) {
         x[3 * i] = (float)cos(i);
         x[3 * i + 1] = (float)sin(i);
         x[3 * i + 2] = 0;
     }
-    DF_CHECK(df__rt_degenerate(x, w, 5) == 0);
+    DF_CHECK(df__rt_degenerate(x, w, 5, NULL) == 0);
+    /* the spread: the weighted RMS distance to the weighted centroid, against a direct sum
+     * (x 0.01 scales it by 0.01: a set in other units) */
+    {
+        double sp = -1, c[3] = {0, 0, 0}, s2 = 0, sp2 = -1;
+        for (int i = 0; i < 5; i++) w[i] = 0.1f + 0.05f * (float)i; /* sums to 1 */
+        for (int i = 0; i < 5; i++)
+            for (int a = 0; a < 3; a++) c[a] += w[i] * x[3 * i + a];
+        for (int i = 0; i < 5; i++)
+            for (int a = 0; a < 3; a++) s2 += w[i] * (x[3 * i + a] - c[a]) * (x[3 * i + a] - c[a]);
+        DF_CHECK(df__rt_degenerate(x, w, 5, &sp) == 0);
+        DF_CHECK_NEAR(sp, sqrt(s2), 1e-6);
+        float xs[15];
+        for (int i = 0; i < 15; i++) xs[i] = 0.01f * x[i];
+        DF_CHECK(df__rt_degenerate(xs, w, 5, &sp2) == 0);
+        DF_CHECK_NEAR(sp2 / sp, 0.01, 1e-6);
+        for (int i = 0; i < 5; i++) w[i] = 0.2f;
+    }
     /* nearly collinear: scatter eigenvalue ratios 1e-9 (kept) and 1e-11
      * (refused) on either side of the 1e-10 limit, below what the one-pass
      * sufficient test certifies (the exact test decides both) */
@@ -492,7 +509,7 @@ static void test_rigid_align(void)
             x[3 * i + 1] = (float)(i % 2 ? eps[c] : -eps[c]);
             x[3 * i + 2] = 0;
         }
-        DF_CHECK_MSG(df__rt_degenerate(x, w, 5) == c, "case %d", c);
+        DF_CHECK_MSG(df__rt_degenerate(x, w, 5, NULL) == c, "case %d", c);
     }
 }
 

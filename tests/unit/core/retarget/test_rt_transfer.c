@@ -249,6 +249,24 @@ static void test_transfer(void)
         for (int d = 0; d < 3; d++) worst = fmax(worst, fabs(out[3 * v + d] - o[d]));
     }
     DF_CHECK_MSG(worst < 4e-4, "clone with local frames: max error %g", worst);
+    /* the same target in other units (x 0.01, a target in metres from a source in
+     * centimetres): the warp's local scale is 0.01 and the displacements scale with it,
+     * as far from the 0.1..10 a folded warp is told by as the size ratio allows */
+    {
+        static float tp2[3 * NT * NT];
+        for (int v = 0; v < 3 * NT * NT; v++) tp2[v] = 0.01f * tp[v];
+        df__rt_mesh_t t2 = t;
+        t2.pos = tp2;
+        float *o2 = malloc(sizeof(float) * (size_t)(M * 3 * NT * NT));
+        DF_CHECK_MSG(df__rt_transfer(&s, &t2, ls, lt, nl, DF_RT_CLONE, 1, 0, o2, NULL, NULL, NULL,
+                                     NULL, &err) == 0, "%s", err.msg);
+        double w2 = 0;
+        for (int v = 0; v < M * 3 * NT * NT; v++) w2 = fmax(w2, fabs(o2[v] - 0.01 * out[v]));
+        DF_CHECK_MSG(w2 < 1e-6, "clone onto a target x 0.01: max error %g (of displacements ~1e-3)", w2);
+        const double r = df__rt_size_ratio(tp, tp2, NT * NT);
+        DF_CHECK_MSG(fabs(r - 0.01) < 1e-9, "size ratio %g", r);
+        free(o2);
+    }
     /* deformation transfer of the stretch: every target edge stretched by
      * 10 % in x (the solution is defined up to a translation); each target
      * triangle's gradient from the source over the same patch (its
