@@ -39,7 +39,8 @@ R=$T/repo
 POSES="tests/data/ict/clone_source.npy tests/data/ict/clone_target.npy"
 "$BIN/deform" retarget build --source "$D/source.safetensors" --target "$D/t1.safetensors" \
     --repository "$R" --name t1_names --markers "$D/landmarks68.txt" >"$T/b1.log" 2>&1 \
-    && grep -q "names: 8 of 25 target shapes matched by name" "$T/b1.log" \
+    && grep -q "names: 20 of 25 target shapes matched by name (8 exact, 0 spelt otherwise, 12 by side)" "$T/b1.log" \
+    && grep -q "  browDown <- 0.5 browDown_L 0.5 browDown_R" "$T/b1.log" \
     && grep -q "source controls with no target shape:.* mouthSmile_L" "$T/b1.log" \
     && grep -q "target shapes with no source control:.* smirk_L" "$T/b1.log" \
     && ok rt-build-names-reports || { cat "$T/b1.log"; fail rt-build-names-reports; }
@@ -100,6 +101,49 @@ h["__metadata__"]["morph_names"] = json.dumps(["shape%d" % i for i in range(25)]
 hj = json.dumps(h).encode()
 hj += b" " * ((8 - len(hj) % 8) % 8)
 open(sys.argv[2], "wb").write(struct.pack("<Q", len(hj)) + hj + b[8 + n:])
+EOF
+# names spelt otherwise (Maya namespaces, blendShape1. prefixes, ARKit's Left/Right, case,
+# separators, Blender's .L) and by side (a side-less target shape from the source's left and
+# right, a one-sided one from a side-less control): E as written out by hand below; with
+# --names exact only the identical names
+"$PY" - "$D/t1.safetensors" "$T/t1_spelt.safetensors" <<'EOF'
+import json, struct, sys
+b = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+names = json.loads(h["__metadata__"]["morph_names"])
+ren = {"jawOpen": "head:JawOpen", "eyeBlink_L": "blendShape1.eyeBlinkLeft", "eyeBlink_R": "EyeBlinkRight",
+       "mouthPucker": "mouth_pucker", "jawRight": "jaw_right", "browDown": "browDown.L", "surprise": "jawOpen_L"}
+h["__metadata__"]["morph_names"] = json.dumps([ren.get(x, x) for x in names])
+hj = json.dumps(h).encode()
+hj += b" " * ((8 - len(hj) % 8) % 8)
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(hj)) + hj + b[8 + n:])
+EOF
+for mode in loose exact; do
+    "$BIN/deform" retarget build --source "$D/source.safetensors" --target "$T/t1_spelt.safetensors" \
+        --repository "$T/sp" --name $mode --names $mode >"$T/sp_$mode.log" 2>&1 || cat "$T/sp_$mode.log"
+done
+"$PY" - "$T/sp/loose/1/model.safetensors" "$T/sp/exact/1/model.safetensors" <<'EOF' \
+    && grep -q "names: 21 of 25 target shapes matched by name (3 exact, 6 spelt otherwise, 12 by side)" "$T/sp_loose.log" \
+    && ok rt-build-names-spelt-otherwise || { cat "$T/sp_loose.log"; fail rt-build-names-spelt-otherwise; }
+import sys
+import numpy as np
+sys.path.insert(0, "tools/garment")
+import json, stfile
+want = {"head:JawOpen": {"jawOpen": 1}, "blendShape1.eyeBlinkLeft": {"eyeBlink_L": 1},
+        "EyeBlinkRight": {"eyeBlink_R": 1}, "mouth_pucker": {"mouthPucker": 1},
+        "jaw_right": {"jawRight": 1}, "browDown.L": {"browDown_L": 1}, "jawOpen_L": {"jawOpen": 1},
+        "browInnerUp": {"browInnerUp_L": 0.5, "browInnerUp_R": 0.5}, "mouthFunnel": {"mouthFunnel": 1},
+        "smile": {}, "smirk_L": {}}
+for path, exact in ((sys.argv[1], False), (sys.argv[2], True)):
+    t, m = stfile.read(path)
+    src, tgt, E = json.loads(m["source_names"]), json.loads(m["morph_names"]), t["retarget/E"]
+    for name, row in want.items():
+        if exact and name not in src: row = {}
+        got = {src[j]: float(E[tgt.index(name), j]) for j in np.nonzero(E[tgt.index(name)])[0]}
+        if got != row:
+            print("%s %s: %s, want %s" % ("exact" if exact else "loose", name, got, row)); sys.exit(1)
+print("names spelt otherwise: E rows as written out")
 EOF
 "$BIN/deform" retarget build --source "$D/source.safetensors" --target "$T/t1_renamed.safetensors" \
     --repository "$T/bad" --name x >"$T/bad2.log" 2>&1

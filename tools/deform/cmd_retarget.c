@@ -2,8 +2,8 @@
  * (facial performance retargeting, docs/retarget.md).
  *
  *   deform retarget build --source SRC --target TGT --repository R --name NAME
- *       [--map names|clone|clone-nn] [--poses SRC_POSES.npy TGT_POSES.npy]
- *       [--lambda L] [--markers INDICES.txt|all] [--marker-lambda L]
+ *       [--map names|clone|clone-nn] [--names loose|exact]
+ *       [--poses SRC_POSES.npy TGT_POSES.npy] [--lambda L] [--markers INDICES.txt|all] [--marker-lambda L]
  *       [--rigid-weights stable|uniform] [--bounds unit|nonneg|none]
  *       [--clamp unit|none] [--align-iterations N] [--marker-rest NEUTRAL.npy]
  *       [--adapt FRAMES.npy --adapt-weights W.npy [--adapt-lambda A]
@@ -65,7 +65,8 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: deform retarget build --source SRC --target TGT --repository R --name NAME\n"
-            "           [--map names|clone|clone-nn] [--poses SRC_POSES.npy TGT_POSES.npy]\n"
+            "           [--map names|clone|clone-nn] [--names loose|exact]\n"
+            "           [--poses SRC_POSES.npy TGT_POSES.npy]\n"
             "           [--lambda L] [--markers INDICES.txt|all] [--marker-lambda L]\n"
             "           [--rigid-weights stable|uniform] [--bounds unit|nonneg|none]\n"
             "           [--clamp unit|none] [--align-iterations N] [--marker-rest NEUTRAL.npy]\n"
@@ -160,18 +161,113 @@ static int read_indices(const char *path, int32_t **out, int64_t *n, df_error_t 
 
 /* -------------------------------------------------------------- the maps */
 
-static int map_names(const rig_t *s, const rig_t *t, float *E)
+/* A control name's spelling-free key: `base` (lower case, without a namespace
+ * prefix and without separators) and its side (0 none, 1 left, 2 right), so that
+ * eyeBlink_L, eyeBlinkLeft, EyeBlinkLeft, eyeBlink.L, eye_blink_l and
+ * blendShape1.eyeBlinkLeft or head:eyeBlinkLeft are one key. The side is a trailing
+ * "left"/"right" or a separated "l"/"r" (_L, .L, -L, " L"); both rigs' names get
+ * the same treatment, so a shape named after a direction (jawLeft) keys alike in
+ * both. */
+static void name_key(const char *name, char *base, size_t cap, int *side)
 {
-    int64_t matched = 0;
+    char low[256];
+    size_t n = 0;
+    for (const char *c = name; *c && n + 1 < sizeof low; c++)
+        low[n++] = (char)(*c >= 'A' && *c <= 'Z' ? *c - 'A' + 'a' : *c);
+    low[n] = 0;
+    const char *p = low;
+    const char *col = strrchr(p, ':'); /* namespace (Maya) */
+    if (col && col[1]) p = col + 1;
+    const char *dot = strrchr(p, '.'); /* blendShape1.<name>, unless .l / .r */
+    if (dot && dot[1] && strcmp(dot + 1, "l") && strcmp(dot + 1, "r") &&
+        strcmp(dot + 1, "left") && strcmp(dot + 1, "right"))
+        p = dot + 1;
+    size_t len = strlen(p);
+    *side = 0;
+    static const struct { const char *suf; int side; } sides[] = {
+        {"left", 1}, {"right", 2}, {"_l", 1}, {".l", 1}, {"-l", 1}, {" l", 1},
+        {"_r", 2}, {".r", 2}, {"-r", 2}, {" r", 2}};
+    for (size_t k = 0; k < sizeof sides / sizeof sides[0]; k++) {
+        size_t ls = strlen(sides[k].suf);
+        if (len > ls && !strcmp(p + len - ls, sides[k].suf)) {
+            *side = sides[k].side;
+            len -= ls;
+            break;
+        }
+    }
+    size_t o = 0;
+    for (size_t i = 0; i < len && o + 1 < cap; i++)
+        if (p[i] != '_' && p[i] != '.' && p[i] != '-' && p[i] != ' ') base[o++] = p[i];
+    base[o] = 0;
+}
+
+/* Parallel blendshapes: E_ij = 1 where target shape i and source control j have the
+ * same name; with loose matching, target shapes left unmatched then take (1) the source
+ * control whose name differs only in spelling (name_key), or (2) by side: a side-less
+ * target shape (browInnerUp) the mean of the source's left and right ones, a one-sided
+ * target shape (browInnerUp_L) the side-less source control. */
+static int map_names(const rig_t *s, const rig_t *t, int loose, float *E)
+{
+    int64_t matched = 0, n_exact = 0, n_spell = 0, n_side = 0;
     memset(E, 0, (size_t)(t->M * s->M) * sizeof(float));
-    for (int64_t i = 0; i < t->M; i++)
+    char (*sb)[256] = malloc(sizeof *sb * (size_t)(s->M ? s->M : 1)), tb[256];
+    int *ss = malloc(sizeof(int) * (size_t)(s->M ? s->M : 1)), ts;
+    if (!sb || !ss) {
+        free(sb), free(ss);
+        return -1;
+    }
+    for (int64_t j = 0; j < s->M; j++) name_key(s->names[j], sb[j], sizeof sb[j], &ss[j]);
+    for (int64_t i = 0; i < t->M; i++) {
+        float *e = E + i * s->M;
+        int hit = 0;
         for (int64_t j = 0; j < s->M; j++)
-            if (!strcmp(t->names[i], s->names[j])) {
-                E[i * s->M + j] = 1.0f;
-                matched++;
+            if (!strcmp(t->names[i], s->names[j])) e[j] = 1.0f, hit = 1;
+        if (hit) {
+            n_exact++;
+        } else if (loose) {
+            name_key(t->names[i], tb, sizeof tb, &ts);
+            for (int64_t j = 0; j < s->M; j++)
+                if (ss[j] == ts && !strcmp(sb[j], tb)) e[j] = 1.0f, hit = 1;
+            if (hit) {
+                n_spell++;
+            } else {
+                int64_t lr[2] = {-1, -1}, none = -1;
+                for (int64_t j = 0; j < s->M; j++) {
+                    if (strcmp(sb[j], tb)) continue;
+                    if (ss[j] == 0) none = j;
+                    else lr[ss[j] - 1] = j;
+                }
+                if (ts == 0 && lr[0] >= 0 && lr[1] >= 0)
+                    e[lr[0]] = e[lr[1]] = 0.5f, hit = 1;
+                else if (ts != 0 && none >= 0)
+                    e[none] = 1.0f, hit = 1;
+                n_side += hit;
             }
-    printf("names: %lld of %lld target shapes matched by name\n", (long long)matched,
+        }
+        matched += hit;
+    }
+    free(sb), free(ss);
+    printf("names: %lld of %lld target shapes matched by name", (long long)matched,
            (long long)t->M);
+    if (n_spell || n_side)
+        printf(" (%lld exact, %lld spelt otherwise, %lld by side)", (long long)n_exact,
+               (long long)n_spell, (long long)n_side);
+    printf("\n");
+    for (int64_t i = 0; i < t->M; i++) {
+        int many = 0;
+        for (int64_t j = 0; j < s->M; j++) many += E[i * s->M + j] != 0;
+        if (many && (n_spell || n_side)) {
+            int exact = 0;
+            for (int64_t j = 0; j < s->M; j++)
+                exact |= E[i * s->M + j] != 0 && !strcmp(t->names[i], s->names[j]);
+            if (exact) continue;
+            printf("  %s <-", t->names[i]);
+            for (int64_t j = 0; j < s->M; j++)
+                if (E[i * s->M + j] != 0)
+                    printf(" %s%s", E[i * s->M + j] != 1.0f ? "0.5 " : "", s->names[j]);
+            printf("\n");
+        }
+    }
     int any = 0;
     for (int64_t j = 0; j < s->M; j++) {
         int hit = 0;
@@ -754,7 +850,7 @@ static int cmd_build(int argc, char **argv)
     const char *pv = NULL, *pw = NULL, *markers = NULL, *bounds = "unit", *clamp = "unit";
     const char *rigid = "stable", *mrest = NULL, *adapt_x = NULL, *adapt_w = NULL;
     double lambda = 1e-3, mlambda = 1e-3, adapt_lambda = 0.1;
-    const char *adapt_lag = "auto";
+    const char *adapt_lag = "auto", *match = "loose";
     int iters = 1, adapt_iters = 5;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -764,6 +860,7 @@ static int cmd_build(int argc, char **argv)
         else if (!strcmp(a, "--repository") && more) repo = argv[++i];
         else if (!strcmp(a, "--name") && more) name = argv[++i];
         else if (!strcmp(a, "--map") && more) map = argv[++i];
+        else if (!strcmp(a, "--names") && more) match = argv[++i];
         else if (!strcmp(a, "--poses") && i + 2 < argc) { pv = argv[++i]; pw = argv[++i]; }
         else if (!strcmp(a, "--lambda") && more) lambda = atof(argv[++i]);
         else if (!strcmp(a, "--markers") && more) markers = argv[++i];
@@ -793,6 +890,10 @@ static int cmd_build(int argc, char **argv)
     int clone = !strcmp(map, "clone"), clone_nn = !strcmp(map, "clone-nn");
     if (!clone && !clone_nn && strcmp(map, "names")) {
         fprintf(stderr, "deform retarget build: --map must be names, clone or clone-nn\n");
+        return 2;
+    }
+    if (strcmp(match, "loose") && strcmp(match, "exact")) {
+        fprintf(stderr, "deform retarget build: --names must be loose or exact\n");
         return 2;
     }
     if ((clone || clone_nn) && !pv) {
@@ -858,7 +959,9 @@ static int cmd_build(int argc, char **argv)
     E = calloc((size_t)(src.M * tgt.M), sizeof(float));
     if (!E) DIE("out of memory");
     if (!clone && !clone_nn) {
-        if (map_names(&src, &tgt, E) == 0)
+        const int got = map_names(&src, &tgt, strcmp(match, "exact") != 0, E);
+        if (got < 0) DIE("out of memory");
+        if (got == 0)
             DIE("no target shape has a source control's name: parallel blendshapes need "
                 "matching names (use --map clone with corresponding poses)");
     } else {
