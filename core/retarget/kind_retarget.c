@@ -74,6 +74,7 @@ static void rt_destroy(void *impl)
     if (!r) return;
     df_model_unref(&r->target);
     free(r->E);
+    free(r->S);
     if (r->At != r->A) free(r->At);
     free(r->Pj);
     free(r->PjA);
@@ -441,6 +442,62 @@ static int load_markers(df__rt_t *r, const df_st_t *st, const char *const *src_n
     return DF_OK;
 }
 
+/* The names clients send source_weights under: the source controls, or (metadata
+ * 'input_names' with tensor retarget/S [Ms, Mi]) a tracker's controls that S maps onto
+ * them (deform retarget build --input-names). Registered as the model's "controls". */
+static int load_input_map(df_model_t *m, df__rt_t *r, const df_st_t *st,
+                          const df_limits_t *lim, const char *const *src_names,
+                          df_error_t *err)
+{
+    const char *js = df_st_meta(st, "input_names");
+    int rc;
+    if (!js) {
+        if (df_st_find(st, "retarget/S"))
+            return E_(DF_EFORMAT, "tensor 'retarget/S' without metadata 'input_names'");
+        if ((rc = df__model_set_names(m, "controls", (size_t)r->Ms, src_names)))
+            return E_(rc, "cannot register the source control names: %s", df_strerror(rc));
+        return DF_OK;
+    }
+    char **in = NULL;
+    size_t ni = 0;
+    if ((rc = df__json_string_array(js, (size_t)-1, &in, &ni, err))) {
+        char tmp[512];
+        snprintf(tmp, sizeof tmp, "%s", err ? err->msg : "");
+        return E_(rc, "metadata 'input_names': %s", tmp);
+    }
+    rc = DF_OK;
+    if (ni < 1 || (int64_t)ni > lim->max_morphs)
+        rc = E_(ni < 1 ? DF_EFORMAT : DF_ELIMIT,
+                "metadata 'input_names': %zu controls (must be 1..%lld)", ni,
+                (long long)lim->max_morphs);
+    for (size_t i = 0; !rc && i < ni; i++) {
+        if (!in[i][0] || strlen(in[i]) >= DF_NAME_MAX)
+            rc = E_(DF_EFORMAT, "metadata 'input_names': name %zu is empty or longer than "
+                                "%d bytes", i, DF_NAME_MAX - 1);
+        for (size_t j = 0; !rc && j < i; j++)
+            if (!strcmp(in[i], in[j]))
+                rc = E_(DF_EFORMAT, "metadata 'input_names': '%s' appears twice (%zu and %zu)",
+                        in[i], j, i);
+    }
+    const df_tensor_t *ts;
+    int64_t ss[2] = {r->Ms, (int64_t)ni};
+    if (!rc && (rc = df_st_require(st, "retarget/S", DF_DT_F32, 2, ss, 0, &ts, err))) {
+        char tmp[512];
+        snprintf(tmp, sizeof tmp, "%s", err ? err->msg : "");
+        rc = E_(rc, "%s (Ms = %lld source controls, %zu input names)", tmp, (long long)r->Ms, ni);
+    }
+    if (!rc && !(r->S = dup_tensor(ts))) rc = E_(DF_ENOMEM, "out of memory");
+    for (int64_t i = 0; !rc && i < r->Ms * (int64_t)ni; i++)
+        if (!isfinite(r->S[i]))
+            rc = E_(DF_EFORMAT, "tensor 'retarget/S': element %lld is not finite", (long long)i);
+    if (!rc && (rc = df__model_set_names(m, "controls", ni, (const char *const *)in)))
+        rc = E_(rc, "cannot register the input names: %s", df_strerror(rc));
+    r->Mi = (int64_t)ni;
+    for (size_t i = 0; i < ni; i++) free(in[i]);
+    free(in);
+    return rc;
+}
+
 static int rt_load(df_model_t *m, const df_st_t *st, const char *params,
                    const df_limits_t *lim, df_error_t *err)
 {
@@ -504,9 +561,8 @@ static int rt_load(df_model_t *m, const df_st_t *st, const char *params,
                 rc = E_(DF_EFORMAT, "metadata 'source_names': '%s' appears twice (%zu "
                                     "and %zu)", sn[i], j, i);
     }
-    r->Ms = (int64_t)ns;
-    if (!rc && (rc = df__model_set_names(m, "controls", ns, (const char *const *)sn)))
-        rc = E_(rc, "cannot register the source control names: %s", df_strerror(rc));
+    r->Ms = r->Mi = (int64_t)ns;
+    if (!rc) rc = load_input_map(m, r, st, lim, (const char *const *)sn, err);
     if (!rc) rc = load_markers(r, st, (const char *const *)sn, err);
     for (size_t i = 0; i < ns; i++) free(sn[i]);
     free(sn);
@@ -530,7 +586,7 @@ static int rt_load(df_model_t *m, const df_st_t *st, const char *params,
         (rc = df__model_set_mesh(m, t->n_vertices, t->rest_positions, t->n_triangles,
                                  t->triangles)))
         return E_(rc, "cannot store the target's names and mesh: %s", df_strerror(rc));
-    int64_t shp[2] = {r->Ms, 3};
+    int64_t shp[2] = {r->Mi, 3};
     r->in_w = m->n_inputs;
     if ((rc = df__model_add_input(m, "source_weights", 1, shp, 1, NULL)))
         return E_(rc, "cannot add input 'source_weights': %s", df_strerror(rc));
@@ -854,7 +910,7 @@ static int rt_evaluate(const df_model_t *m, const df_batch_t *b, void *scratch,
         if (w && x)
             return E_(DF_EINVAL, "pose %d: give either 'source_weights' or 'markers', not "
                                  "both", p);
-        if (w && (rc = check_finite(w, Ms, p, "source_weights", err))) return rc;
+        if (w && (rc = check_finite(w, r->Mi, p, "source_weights", err))) return rc;
         const float *sv = pose_in(b, r->in_state, p);
         if (sv && (rc = check_finite(sv, Ms + 1, p, "state", err))) return rc;
         for (int k = 0; k < r->n_pass; k++) {
@@ -881,7 +937,14 @@ static int rt_evaluate(const df_model_t *m, const df_batch_t *b, void *scratch,
             mk[nm++] = p;
         }
         float *col = Ws + (size_t)p * Ms;
-        if (w)
+        if (w && r->S) { /* a tracker's controls onto the source's */
+            for (int64_t i = 0; i < Ms; i++) {
+                const float *Si = r->S + i * r->Mi;
+                float v = 0.0f;
+                for (int64_t j = 0; j < r->Mi; j++) v += Si[j] * w[j];
+                col[i] = v;
+            }
+        } else if (w)
             memcpy(col, w, (size_t)Ms * sizeof(float));
         else
             memset(col, 0, (size_t)Ms * sizeof(float));

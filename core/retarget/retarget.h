@@ -31,6 +31,10 @@ typedef struct df__rt {
                           * tensors; its kernel evaluates every pose */
     int64_t Ms, Mt, N;   /* source controls, target shapes, target vertices */
     int64_t K;           /* markers (0: no markers input) */
+    int64_t Mi;          /* the source_weights input's controls: Ms, or
+                          * the input names' count when S maps them */
+    float *S;            /* [Ms,Mi] row-major or NULL: source weights =
+                          * S x the input's (a tracker's controls) */
     float *E;            /* [Mt,Ms] row-major = column-major Ms x Mt:
                           * target weights = E source weights */
     float *A;            /* [Ms,K,3] = column-major 3K x Ms: marker deltas */

@@ -477,6 +477,55 @@ head -21 "$D/landmarks68.txt" >"$T/srcl21.txt"
 [ $? -eq 1 ] && grep -q "target landmarks 2 and 20 coincide (duplicated landmark)" "$T/trbad.log" && [ ! -e "$T/x.safetensors" ] \
     && ok rt-transfer-refuses-duplicated-landmark || { cat "$T/trbad.log"; fail rt-transfer-refuses-duplicated-landmark; }
 
+# a tracker's own controls (ARKit's 52, tests/data/arkit_blendshapes.txt) as the
+# source_weights input (--input-names): eyeBlinkLeft drives eyeBlink_L, browInnerUp both
+# browInnerUp_L and _R, cheekRaiser_L/_R (no ARKit control) stay 0, tongueOut goes nowhere;
+# equal to the 55-control model given the same weights mapped by hand (1e-5 cm)
+"$BIN/deform" retarget build --source "$D/source.safetensors" --target "$D/t1.safetensors" \
+    --repository "$R" --name t1_arkit --map clone --poses $POSES \
+    --input-names tests/data/arkit_blendshapes.txt >"$T/ark.log" 2>&1 \
+    && grep -q "input names: 53 of 55 source controls matched by name (13 exact, 36 spelt otherwise, 4 by side)" "$T/ark.log" \
+    && grep -q "input controls with no source control: tongueOut" "$T/ark.log" \
+    && grep -q "source controls with no input control (held at 0): cheekRaiser_L cheekRaiser_R" "$T/ark.log" \
+    && "$PY" - "$D/source.safetensors" tests/data/arkit_blendshapes.txt "$T/ark_w.npy" "$T/ict_w.npy" <<'EOF' \
+    && "$BIN/deform" retarget apply "$R/t1_arkit" --weights "$T/ark_w.npy" --positions "$T/ark_p.npy" >>"$T/ark.log" 2>&1 \
+    && "$BIN/deform" retarget apply "$R/t1" --weights "$T/ict_w.npy" --positions "$T/ict_p.npy" >>"$T/ark.log" 2>&1 \
+    && "$BIN/deform" compare "$T/ark_p.npy" "$T/ict_p.npy" --tol 1e-5 >>"$T/ark.log" 2>&1 \
+    && ok rt-input-names-arkit || { cat "$T/ark.log"; fail rt-input-names-arkit; }
+import json, struct, sys
+import numpy as np
+h = open(sys.argv[1], "rb"); n = struct.unpack("<Q", h.read(8))[0]
+ict = json.loads(json.loads(h.read(n))["__metadata__"]["morph_names"])
+ark = open(sys.argv[2]).read().split()
+rng = np.random.default_rng(7)
+A = (rng.random((8, len(ark))) * (rng.random((8, len(ark))) < 0.3)).astype(np.float32)
+A[0, :] = 0; A[0, ark.index("browInnerUp")] = 0.7; A[0, ark.index("eyeBlinkLeft")] = 1
+A[0, ark.index("tongueOut")] = 1
+W = np.zeros((8, len(ict)), np.float32)
+for j, a in enumerate(ark):
+    if a == "tongueOut":
+        continue
+    if a in ("browInnerUp", "cheekPuff"):
+        cols = [a + "_L", a + "_R"]
+    elif a.endswith("Left") and not a.startswith(("jaw", "mouthLeft")):
+        cols = [a[:-4] + "_L"]
+    elif a.endswith("Right") and a not in ("jawRight", "mouthRight"):
+        cols = [a[:-5] + "_R"]
+    else:
+        cols = [a]
+    for c in cols:
+        W[:, ict.index(c)] = A[:, j]
+np.save(sys.argv[3], A); np.save(sys.argv[4], W)
+EOF
+printf 'jawOpen eyeBlinkLeft jawOpen\n' >"$T/dup_names.txt"; printf 'foo bar\n' >"$T/none_names.txt"
+for c in "dup_names 'jawOpen' appears twice (names 0 and 2)" "none_names no source control has one of these names"; do
+    set -- $c
+    f=$1; shift
+    "$BIN/deform" retarget build --source "$D/source.safetensors" --target "$D/t1.safetensors" \
+        --repository "$T/bad" --name x --input-names "$T/$f.txt" >"$T/bad_$f.log" 2>&1
+    [ $? -eq 1 ] && grep -q "$*" "$T/bad_$f.log" && [ ! -e "$T/bad/x/1/model.safetensors" ] \
+        && ok "rt-refuse-input-names-$f" || { cat "$T/bad_$f.log"; fail "rt-refuse-input-names-$f"; }
+done
 # a truncated version 2 next to the good version 1: the daemon serves 1
 mkdir -p "$R/t1/2"
 head -c 100000 "$R/t1/1/model.safetensors" >"$R/t1/2/model.safetensors"
@@ -537,6 +586,17 @@ outs = {o["name"] for o in meta["outputs"]}
 check("metadata", ins.get("markers") == [-1, 68, 3] and ins.get("source_weights") == [-1, 55]
       and {"positions", "normals", "target_weights", "solved_weights", "head_pose"} <= outs
       and str(meta.get("versions", ["1"])[-1]) == "1", meta)
+
+# the tracker-named model: its input and controls are ARKit's, served equal to offline
+ma = json.loads(urllib.request.urlopen(URL + "/v2/models/t1_arkit").read())
+ark = open("tests/data/arkit_blendshapes.txt").read().split()
+A = np.load(T + "/ark_w.npy"); ark_p = np.load(T + "/ark_p.npy")
+st, a = infer([{"name": "source_weights", "shape": [8, 52], "datatype": "FP32", "data": A.ravel().tolist()}],
+              ("positions",), "t1_arkit")
+check("http-input-names", {i["name"]: i["shape"] for i in ma["inputs"]}.get("source_weights") == [-1, 52]
+      and ma.get("deformd", {}).get("controls") == ark and st == 200
+      and float(np.abs(a["positions"].reshape(8, -1, 3) - ark_p).max()) <= TP,
+      "%s %s" % (st, str(ma)[:300]))
 
 worst = [0.0, 0.0, 0.0]
 for p in (0, 3, 7):

@@ -2,7 +2,7 @@
  * (facial performance retargeting, docs/retarget.md).
  *
  *   deform retarget build --source SRC --target TGT --repository R --name NAME
- *       [--map names|clone|clone-nn] [--names loose|exact]
+ *       [--map names|clone|clone-nn] [--names loose|exact] [--input-names NAMES.txt]
  *       [--poses SRC_POSES.npy TGT_POSES.npy] [--lambda L] [--markers INDICES.txt|all] [--marker-lambda L]
  *       [--rigid-weights stable|uniform] [--bounds unit|nonneg|none]
  *       [--clamp unit|none] [--align-iterations N] [--marker-rest NEUTRAL.npy]
@@ -65,7 +65,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: deform retarget build --source SRC --target TGT --repository R --name NAME\n"
-            "           [--map names|clone|clone-nn] [--names loose|exact]\n"
+            "           [--map names|clone|clone-nn] [--names loose|exact] [--input-names NAMES.txt]\n"
             "           [--poses SRC_POSES.npy TGT_POSES.npy]\n"
             "           [--lambda L] [--markers INDICES.txt|all] [--marker-lambda L]\n"
             "           [--rigid-weights stable|uniform] [--bounds unit|nonneg|none]\n"
@@ -159,6 +159,50 @@ static int read_indices(const char *path, int32_t **out, int64_t *n, df_error_t 
     return DF_OK;
 }
 
+/* names, whitespace separated (a tracker's controls, --input-names): each of 1..DF_NAME_MAX-1
+ * bytes, no repeats, at most `max` */
+static int read_names(const char *path, int64_t max, char ***out, int64_t *n, df_error_t *err)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) return df_error_set(err, DF_EIO, "%s: cannot open: %s", path, strerror(errno));
+    char **v = NULL, tok[DF_NAME_MAX + 1];
+    int64_t k = 0, cap = 0;
+    int rc = DF_OK;
+    char fmt[32];
+    snprintf(fmt, sizeof fmt, "%%%ds", DF_NAME_MAX);
+    while (!rc && fscanf(f, fmt, tok) == 1) {
+        if (strlen(tok) >= DF_NAME_MAX) {
+            rc = df_error_set(err, DF_EINVAL, "%s: name %lld is longer than %d bytes", path,
+                              (long long)k, DF_NAME_MAX - 1);
+            break;
+        }
+        for (int64_t j = 0; j < k && !rc; j++)
+            if (!strcmp(v[j], tok))
+                rc = df_error_set(err, DF_EINVAL, "%s: '%s' appears twice (names %lld and %lld)",
+                                  path, tok, (long long)j, (long long)k);
+        if (!rc && k >= max)
+            rc = df_error_set(err, DF_ELIMIT, "%s: more than %lld names", path, (long long)max);
+        if (!rc && k == cap) {
+            cap = cap ? 2 * cap : 64;
+            char **nv = realloc(v, sizeof *v * (size_t)cap);
+            if (!nv) rc = df_error_set(err, DF_ENOMEM, "out of memory");
+            else v = nv;
+        }
+        if (!rc && !(v[k] = strdup(tok))) rc = df_error_set(err, DF_ENOMEM, "out of memory");
+        if (!rc) k++;
+    }
+    fclose(f);
+    if (!rc && k == 0) rc = df_error_set(err, DF_EINVAL, "%s: no names", path);
+    if (rc) {
+        for (int64_t j = 0; j < k; j++) free(v[j]);
+        free(v);
+        return rc;
+    }
+    *out = v;
+    *n = k;
+    return DF_OK;
+}
+
 /* -------------------------------------------------------------- the maps */
 
 /* A control name's spelling-free key: `base` (lower case, without a namespace
@@ -206,7 +250,28 @@ static void name_key(const char *name, char *base, size_t cap, int *side)
  * control whose name differs only in spelling (name_key), or (2) by side: a side-less
  * target shape (browInnerUp) the mean of the source's left and right ones, a one-sided
  * target shape (browInnerUp_L) the side-less source control. */
-static int map_names(const rig_t *s, const rig_t *t, int loose, float *E)
+typedef struct names {
+    char *const *names;
+    int64_t M;
+} names_t;
+
+/* what the report calls the two sides */
+typedef struct names_words {
+    const char *head;      /* "names" */
+    const char *t_plural;  /* "target shapes" */
+    const char *s_unused;  /* "source controls with no target shape" */
+    const char *t_unused;  /* "target shapes with no source control" */
+} names_words_t;
+
+static const names_words_t target_words = {"names", "target shapes",
+                                           "source controls with no target shape:",
+                                           "target shapes with no source control:"};
+static const names_words_t input_words = {"input names", "source controls",
+                                          "input controls with no source control:",
+                                          "source controls with no input control (held at 0):"};
+
+static int map_names(const names_t *s, const names_t *t, int loose, const names_words_t *wd,
+                     float *E)
 {
     int64_t matched = 0, n_exact = 0, n_spell = 0, n_side = 0;
     memset(E, 0, (size_t)(t->M * s->M) * sizeof(float));
@@ -247,8 +312,8 @@ static int map_names(const rig_t *s, const rig_t *t, int loose, float *E)
         matched += hit;
     }
     free(sb), free(ss);
-    printf("names: %lld of %lld target shapes matched by name", (long long)matched,
-           (long long)t->M);
+    printf("%s: %lld of %lld %s matched by name", wd->head, (long long)matched,
+           (long long)t->M, wd->t_plural);
     if (n_spell || n_side)
         printf(" (%lld exact, %lld spelt otherwise, %lld by side)", (long long)n_exact,
                (long long)n_spell, (long long)n_side);
@@ -272,14 +337,16 @@ static int map_names(const rig_t *s, const rig_t *t, int loose, float *E)
     for (int64_t j = 0; j < s->M; j++) {
         int hit = 0;
         for (int64_t i = 0; i < t->M; i++) hit |= E[i * s->M + j] != 0;
-        if (!hit) printf("%s %s", any++ ? "" : "  source controls with no target shape:", s->names[j]);
+        if (!hit) printf("%s%s %s", any ? "" : "  ", any ? "" : wd->s_unused, s->names[j]);
+        any += !hit;
     }
     if (any) printf("\n");
     any = 0;
     for (int64_t i = 0; i < t->M; i++) {
         int hit = 0;
         for (int64_t j = 0; j < s->M; j++) hit |= E[i * s->M + j] != 0;
-        if (!hit) printf("%s %s", any++ ? "" : "  target shapes with no source control:", t->names[i]);
+        if (!hit) printf("%s%s %s", any ? "" : "  ", any ? "" : wd->t_unused, t->names[i]);
+        any += !hit;
     }
     if (any) printf("\n");
     return (int)matched;
@@ -400,7 +467,32 @@ typedef struct spec {
     int adapt_iters;
     const char *map, *bounds, *clamp;
     int iters;
+    const float *S;            /* [Ms,Mi] or NULL: source weights from the input's */
+    char *const *in_names;     /* [Mi] the input's controls (--input-names) */
+    int64_t Mi;
 } spec_t;
+
+/* names as a JSON array of strings (NULL: out of memory) */
+static char *json_names(char *const *names, int64_t n)
+{
+    size_t cap = 16;
+    for (int64_t j = 0; j < n; j++) cap += strlen(names[j]) * 2 + 4;
+    char *js = malloc(cap);
+    if (!js) return NULL;
+    size_t o = 0;
+    js[o++] = '[';
+    for (int64_t j = 0; j < n; j++) {
+        o += (size_t)snprintf(js + o, cap - o, "%s\"", j ? "," : "");
+        for (const char *c = names[j]; *c; c++) {
+            if (*c == '"' || *c == '\\') js[o++] = '\\';
+            js[o++] = *c;
+        }
+        js[o++] = '"';
+    }
+    js[o++] = ']';
+    js[o] = 0;
+    return js;
+}
 
 /* the retarget file at `file`: the target's tensors and the mapping */
 static int assemble(const char *file, const rig_t *src, const rig_t *tgt, const spec_t *sp,
@@ -424,25 +516,8 @@ static int assemble(const char *file, const rig_t *src, const rig_t *tgt, const 
         const char *v = df_st_meta(tgt->st, keep[i]);
         if (v) rc = df_st_writer_meta(w, keep[i], v);
     }
-    /* source names as a JSON array */
-    size_t cap = 16;
-    for (int64_t j = 0; j < src->M; j++) cap += strlen(src->names[j]) * 2 + 4;
-    js = malloc(cap);
+    js = json_names(src->names, src->M);
     if (!js) rc = DF_ENOMEM;
-    if (!rc) {
-        size_t o = 0;
-        js[o++] = '[';
-        for (int64_t j = 0; j < src->M; j++) {
-            o += (size_t)snprintf(js + o, cap - o, "%s\"", j ? "," : "");
-            for (const char *c = src->names[j]; *c; c++) {
-                if (*c == '"' || *c == '\\') js[o++] = '\\';
-                js[o++] = *c;
-            }
-            js[o++] = '"';
-        }
-        js[o++] = ']';
-        js[o] = 0;
-    }
     char num[64];
     int64_t se[2] = {tgt->M, src->M};
     if (!rc) rc = df_st_writer_meta(w, "kind", "retarget");
@@ -454,6 +529,13 @@ static int assemble(const char *file, const rig_t *src, const rig_t *tgt, const 
     snprintf(num, sizeof num, "%d", sp->iters);
     if (!rc) rc = df_st_writer_meta(w, "align_iterations", num);
     if (!rc) rc = df_st_writer_add(w, "retarget/E", DF_DT_F32, 2, se, E);
+    if (!rc && sp->S) {
+        char *ji = json_names(sp->in_names, sp->Mi);
+        int64_t ss[2] = {src->M, sp->Mi};
+        rc = ji ? df_st_writer_meta(w, "input_names", ji) : DF_ENOMEM;
+        if (!rc) rc = df_st_writer_add(w, "retarget/S", DF_DT_F32, 2, ss, sp->S);
+        free(ji);
+    }
     if (!rc && K > 0) {
         rest = malloc((size_t)K * 3 * sizeof(float));
         A = malloc((size_t)(src->M * K * 3) * sizeof(float));
@@ -850,8 +932,11 @@ static int cmd_build(int argc, char **argv)
     const char *pv = NULL, *pw = NULL, *markers = NULL, *bounds = "unit", *clamp = "unit";
     const char *rigid = "stable", *mrest = NULL, *adapt_x = NULL, *adapt_w = NULL;
     double lambda = 1e-3, mlambda = 1e-3, adapt_lambda = 0.1;
-    const char *adapt_lag = "auto", *match = "loose";
+    const char *adapt_lag = "auto", *match = "loose", *in_names_path = NULL;
     int iters = 1, adapt_iters = 5;
+    char **in_names = NULL;
+    int64_t Mi = 0;
+    float *S = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int more = i + 1 < argc;
@@ -861,6 +946,7 @@ static int cmd_build(int argc, char **argv)
         else if (!strcmp(a, "--name") && more) name = argv[++i];
         else if (!strcmp(a, "--map") && more) map = argv[++i];
         else if (!strcmp(a, "--names") && more) match = argv[++i];
+        else if (!strcmp(a, "--input-names") && more) in_names_path = argv[++i];
         else if (!strcmp(a, "--poses") && i + 2 < argc) { pv = argv[++i]; pw = argv[++i]; }
         else if (!strcmp(a, "--lambda") && more) lambda = atof(argv[++i]);
         else if (!strcmp(a, "--markers") && more) markers = argv[++i];
@@ -959,7 +1045,8 @@ static int cmd_build(int argc, char **argv)
     E = calloc((size_t)(src.M * tgt.M), sizeof(float));
     if (!E) DIE("out of memory");
     if (!clone && !clone_nn) {
-        const int got = map_names(&src, &tgt, strcmp(match, "exact") != 0, E);
+        const names_t sn = {src.names, src.M}, tn = {tgt.names, tgt.M};
+        const int got = map_names(&sn, &tn, strcmp(match, "exact") != 0, &target_words, E);
         if (got < 0) DIE("out of memory");
         if (got == 0)
             DIE("no target shape has a source control's name: parallel blendshapes need "
@@ -1030,9 +1117,26 @@ static int cmd_build(int argc, char **argv)
         sp.rest = rad;
         sp.adapt_iters = adapt_iters;
     }
+    if (in_names_path) { /* a tracker's controls onto the source's, by name */
+        df_limits_t lim;
+        df_limits_default(&lim);
+        if (read_names(in_names_path, lim.max_morphs, &in_names, &Mi, &err)) DIE("%s", err.msg);
+        if (!(S = calloc((size_t)(src.M * Mi), sizeof(float)))) DIE("out of memory");
+        const names_t inn = {in_names, Mi}, sn = {src.names, src.M};
+        const int got = map_names(&inn, &sn, strcmp(match, "exact") != 0, &input_words, S);
+        if (got < 0) DIE("out of memory");
+        if (got == 0)
+            DIE("%s: no source control has one of these names: --input-names needs names "
+                "the source's controls share (spelt otherwise or by side with --names loose)",
+                in_names_path);
+        sp.S = S, sp.in_names = in_names, sp.Mi = Mi;
+    }
     if (write_model(repo, name, &src, &tgt, &sp, &err)) DIE("%s", err.msg);
     rc = 0;
 out:
+    for (int64_t i = 0; i < Mi; i++) free(in_names[i]);
+    free(in_names);
+    free(S);
     rig_free(&src);
     rig_free(&tgt);
     free(E);
