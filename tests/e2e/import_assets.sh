@@ -337,15 +337,16 @@ if run_ok import_multi_mesh "$D" import "$W/multi.gltf" --repository "$R" --name
 else fail multi_mesh_rigid_child_vs_gltf; fi
 
 # --- an avatar as exporters write them (tests/e2e/avatar_gltf.py): head, teeth and eyes in
-#     three meshes whose morph targets share names. One name across meshes is one control
-#     (jawOpen moves the head and the teeth); a name repeated within one mesh stays two;
-#     --morphs-per-mesh keeps every mesh's targets apart. Compared with the numpy reference
+#     three meshes (the head in two primitives) whose morph targets share names. One name
+#     across meshes and primitives is one control (jawOpen moves both head primitives and the
+#     teeth); a name repeated within one mesh stays two; --morphs-per-mesh keeps every mesh's
+#     targets apart. Compared with the numpy reference
 #     (each node driven by its own weights channel).
 $PY tests/e2e/avatar_gltf.py "$W/avatar.gltf"
 T=0,0.25,0.5,0.75,1.0,1.5,2.0
 if run_ok import_avatar "$D" import "$W/avatar.gltf" --repository "$R" --name avatar \
    && "$D" eval "$R/avatar" --clip talk --times "$T" --out "$W/av.npy" >/dev/null; then
-    grep -q "morphs 4," "$W/out" && grep -q "joined by name to another mesh's control: 1" "$W/out" \
+    grep -q "morphs 4," "$W/out" && grep -q "joined by name to another mesh's control: 3" "$W/out" \
         && grep -q "animates differently in their meshes: 1" "$W/out" \
         && "$D" info "$R/avatar" | grep -q 'morph_names *\["jawOpen","mouthSmile_L","eyeBlink_L","eyeBlink_L.1"\]' \
         && ok import_avatar_shared_names || fail "import_avatar_shared_names (summary or names)"
@@ -359,7 +360,7 @@ else fail avatar_shared_control_vs_gltf; fi
 if run_ok import_avatar_per_mesh "$D" import "$W/avatar.gltf" --repository "$R" --name avatar_pm \
        --morphs-per-mesh \
    && "$D" eval "$R/avatar_pm" --clip mumble --times "$T" --out "$W/avp.npy" >/dev/null; then
-    grep -q "morphs 5," "$W/out" && ! grep -q "joined by name" "$W/out" \
+    grep -q "morphs 7," "$W/out" && ! grep -q "joined by name" "$W/out" \
         && "$D" info "$R/avatar_pm" | grep -q '"jawOpen.1"' && ok import_avatar_morphs_per_mesh \
         || fail "import_avatar_morphs_per_mesh (summary or names)"
     $PY "$W/gltf_ref.py" "$W/avatar.gltf" "$W/avp.npy" "$W/avp.npy" "$T" posed0 1 \
@@ -378,12 +379,12 @@ from gltf_ref import load
 j, acc = load(sys.argv[1])
 want = []
 for n in j["nodes"][1:]:
-    prim = j["meshes"][n["mesh"]]["primitives"][0]
     names = j["meshes"][n["mesh"]]["extras"]["targetNames"]
-    d = np.zeros((j["accessors"][prim["attributes"]["POSITION"]]["count"], 3))
-    for k, nm in enumerate(names):
-        if nm == "jawOpen": d += acc(prim["targets"][k]["POSITION"])
-    want.append(d)
+    for prim in j["meshes"][n["mesh"]]["primitives"]:
+        d = np.zeros((j["accessors"][prim["attributes"]["POSITION"]]["count"], 3))
+        for k, nm in enumerate(names):
+            if nm == "jawOpen": d += acc(prim["targets"][k]["POSITION"])
+        want.append(d)
 want = np.concatenate(want)
 got = (np.load(sys.argv[3]).reshape(-1, 3) - np.load(sys.argv[2]).reshape(-1, 3))
 err = np.abs(got - want).max()
