@@ -14,7 +14,11 @@
  * skinning and normals are the rigged kernel's, not a copy.
  *
  * For a batch of B poses, each with `source_weights` or `markers` (not
- * both; neither: the neutral):
+ * both; neither: the neutral). `source_weights` are the source controls, or
+ * with `input_names` a tracker's controls that retarget/S [Ms, Mi] maps onto
+ * them (one small product per pose, in the validation pass). Markers more
+ * than 2x larger or smaller than the rest markers (another unit) are refused
+ * there too, from the moments the collinearity test takes anyway:
  *  1. marker poses, for r = 1..iters (default 1): rigid alignment of each
  *     pose's markers onto the source's marker positions of the current
  *     estimate (rest + A w; rest in round 1) by Horn's method, weighted
