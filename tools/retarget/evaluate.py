@@ -495,6 +495,39 @@ def t2_tables(D, w, dform, build, apply, src, lm, Wt, height_mm):
         print("| %s | %.3f | %.2f | %.3f | %.2f |" % (label, d.mean(), d.max(),
               100 * d.mean() / height_mm, 100 * d.max() / height_mm))
 
+    # fewer landmarks (what a user picks by hand on an own mesh): subsets of the 68 in the
+    # Multi-PIE 68-point numbering, cloning (refined and not) and deformation transfer
+    print("\nFewer landmarks (subsets of the 68, Multi-PIE numbering), mean mm over the held-out "
+          "performance:\n")
+    print("| landmarks | expression cloning, `--refine 0` | expression cloning, `--refine 5` | "
+          "deformation transfer | naive copy |")
+    print("|---|---|---|---|---|")
+    src_lm = open(lm).read().split()
+    tgt_lm = open(w("t2_landmarks68.txt")).read().split()
+    subsets = (("68", list(range(68))),
+               ("12: eye corners, nose bridge and tip, nostril base, mouth corners, lip middles, "
+                "chin", [36, 39, 42, 45, 27, 30, 33, 48, 54, 51, 57, 8]),
+               ("8: eye corners, nose tip, mouth corners, chin", [36, 39, 42, 45, 30, 48, 54, 8]),
+               ("5: outer eye corners, nose tip, mouth corners", [36, 45, 30, 48, 54]))
+    naive = rows[0][3]
+    for label, idx in subsets:
+        with open(w("lm_sub_src.txt"), "w") as f:
+            f.write(" ".join(src_lm[i] for i in idx) + "\n")
+        with open(w("lm_sub_tgt.txt"), "w") as f:
+            f.write(" ".join(tgt_lm[i] for i in idx) + "\n")
+        cells = []
+        for meth, refine in (("clone", "0"), ("clone", "5"), ("dt", "0")):
+            tag = "t2_sub%d_%s_%s" % (len(idx), meth, refine)
+            run(dform, "retarget", "transfer", "--source", src, "--target", w("t2.safetensors"),
+                "--source-landmarks", w("lm_sub_src.txt"), "--target-landmarks",
+                w("lm_sub_tgt.txt"), "--method", meth, "--refine", refine,
+                "--out", w(tag + ".safetensors"))
+            mdl = build(tag, "--source", src, "--target", w(tag + ".safetensors"))
+            P, _, _ = apply(mdl, "weights", w("perf_test_weights.npy"))
+            d = np.linalg.norm(P.reshape(F, -1, 3) - t2_truth, axis=2) * 10
+            cells.append("%.3f (%.2f×)" % (d.mean(), naive / d.mean()))
+        print("| %s | %s | %.3f |" % (label, " | ".join(cells), naive))
+
 
 if __name__ == "__main__":
     main()
