@@ -517,6 +517,32 @@ for j, a in enumerate(ark):
         W[:, ict.index(c)] = A[:, j]
 np.save(sys.argv[3], A); np.save(sys.argv[4], W)
 EOF
+# a broken input map is refused at load, naming what is wrong
+"$PY" - "$R/t1_arkit/1/model.safetensors" "$T/badmap" <<'EOF'
+import json, os, sys
+import numpy as np
+sys.path.insert(0, "tools/garment")
+import stfile
+t, m = stfile.read(sys.argv[1])
+def w(name, t2, m2):
+    stfile.write(os.path.join(sys.argv[2], name + ".safetensors"), t2, m2)
+os.makedirs(sys.argv[2], exist_ok=True)
+w("nonames", t, {k: v for k, v in m.items() if k != "input_names"})
+w("shape", dict(t, **{"retarget/S": t["retarget/S"][:, :40].copy()}), m)
+n = json.loads(m["input_names"]); n[5] = n[2]
+w("twice", t, dict(m, input_names=json.dumps(n)))
+np.save(os.path.join(sys.argv[2], "w52.npy"), np.zeros((1, 52), np.float32))
+EOF
+for c in "nonames tensor 'retarget/S' without metadata 'input_names'" \
+         "shape expected \[55,52\] (Ms = 55 source controls, 52 input names)" \
+         "twice metadata 'input_names': 'browInnerUp' appears twice (2 and 5)"; do
+    set -- $c
+    f=$1; shift
+    "$BIN/deform" retarget apply "$T/badmap/$f.safetensors" --weights "$T/badmap/w52.npy" \
+        --positions "$T/badmap/p.npy" >"$T/badmap_$f.log" 2>&1
+    [ $? -ne 0 ] && grep -q "$*" "$T/badmap_$f.log" && ok "rt-refuse-input-map-$f" \
+        || { cat "$T/badmap_$f.log"; fail "rt-refuse-input-map-$f"; }
+done
 printf 'jawOpen eyeBlinkLeft jawOpen\n' >"$T/dup_names.txt"; printf 'foo bar\n' >"$T/none_names.txt"
 for c in "dup_names 'jawOpen' appears twice (names 0 and 2)" "none_names no source control has one of these names"; do
     set -- $c
