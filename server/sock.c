@@ -467,6 +467,12 @@ static char *info_json(df_sock_t *s, const char *name, df_error_t *err)
                          hi[0], hi[1], hi[2], "inputs", ins, "outputs", outs, "joints",
                          names_json(m, "joints"), "morphs", names_json(m, "morphs"), "clips",
                          clips);
+        /* the other name lists, as HTTP metadata has them (a rig's or a retarget's
+         * controls, a body's shapes): what a client names one-axis inputs by */
+        if (root) {
+            json_object_set_new(root, "controls", names_json(m, "controls"));
+            json_object_set_new(root, "shapes", names_json(m, "shapes"));
+        }
         df_char_info_release(&ci);
     }
     if (!root) {

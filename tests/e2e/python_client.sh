@@ -43,6 +43,7 @@ for mode in numpy stdlib; do
     "$PY" - "$T" "$HTTP" "$SOCK" "$mode" <<'EOF' || NFAIL=$((NFAIL + 1))
 import json, math, os, struct, sys
 from deformd_client import HttpClient, SocketClient, DeformdError, Tensor, npy, HAVE_NUMPY
+from deformd_client.names import model_lists
 T, HTTP, SOCK, MODE = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 fails = 0
 def check(name, cond, detail=""):
@@ -110,6 +111,30 @@ with HttpClient("127.0.0.1", HTTP) as c:
     half = c.infer("morphcube_half", {})["positions"]
     formula_h = [P[i] + sum(0.5 * D[m * N * 3 + i] for m in range(M)) for i in range(N * 3)]
     check("http-character-default", maxdiff(half.data.tolist(), formula_h) <= 1e-6 * diag)
+    # values by name (the metadata's lists): equal to the same vector by position; a
+    # value not named keeps the character's default; an unknown name is refused
+    byname = c.infer("morphcube", {"weights": {"Cube_0": 0.75, "Cube_1": 0.25}})["positions"]
+    check("http-named-weights", byname == cube)
+    halfn = c.infer("morphcube_half", {"weights": {"Cube_0": 0.75}})["positions"]
+    formula_hn = [P[i] + 0.75 * D[i] + 0.5 * D[N * 3 + i] for i in range(N * 3)]
+    check("http-named-keeps-default", maxdiff(halfn.data.tolist(), formula_hn) <= 1e-6 * diag)
+    rmeta = c.info("ict_to_t1")
+    ctl = model_lists(rmeta)["controls"]
+    vec = [0.0] * len(ctl); vec[ctl.index("jawOpen")] = 0.7; vec[ctl.index("mouthSmile_L")] = 0.4
+    ref_t = c.infer("ict_to_t1", {"source_weights": vec}, outputs=["positions"])["positions"]
+    got_t = c.infer("ict_to_t1", {"source_weights": {"jawOpen": 0.7, "mouthSmile_L": 0.4}},
+                    outputs=["positions"])["positions"]
+    two = c.infer("ict_to_t1", {"source_weights": [{"jawOpen": 0.7, "mouthSmile_L": 0.4}, {}]},
+                  outputs=["positions"], batch=2)["positions"]
+    # (a batch of two runs the target's product as a GEMM, one pose as a GEMV: rounding)
+    check("http-named-source-weights", got_t == ref_t and two.shape[0] == 2
+          and maxdiff(two.data[:len(ref_t.data)].tolist(), ref_t.data.tolist()) <= 1e-5,
+          "max diff %g" % maxdiff(two.data[:len(ref_t.data)].tolist(), ref_t.data.tolist()))
+    try:
+        c.infer("ict_to_t1", {"source_weights": {"jawOpn": 1.0}})
+        check("http-named-unknown-refused", False, "no error")
+    except ValueError as e:
+        check("http-named-unknown-refused", "no value named 'jawOpn'" in str(e), e)
     # compact encodings over HTTP: within the documented bounds of float32
     f16 = c.infer("wuson", {"joint_rotations": rot}, outputs=["positions"], encoding="float16")["positions"]
     e16 = max(abs(a - b) / max(abs(b), 6.1e-5) for a, b in zip(f16.data, pj.data))
@@ -188,6 +213,11 @@ with SocketClient("127.0.0.1", SOCK) as s:
     check("sock-list", set(s.list()) >= {"wuson", "wuson_dqs"}, s.list())
     ps = s.infer("wuson", {"joint_rotations": rot}, outputs=["positions"])["positions"]
     check("sock-equals-http", ps == pj, "max diff %g" % maxdiff(ps.data.tolist(), pj.data.tolist()))
+    # values by name through the socket INFO's lists (controls for source_weights)
+    st_named = s.infer("ict_to_t1", {"source_weights": {"jawOpen": 0.7, "mouthSmile_L": 0.4}},
+                       outputs=["positions"])["positions"]
+    check("sock-named-source-weights", st_named == ref_t, "max diff %g"
+          % maxdiff(st_named.data.tolist(), ref_t.data.tolist()))
     # pipelined: 20 requests in flight, answers filed by id
     ids = [s.submit("wuson", {"joint_rotations": Tensor((1,) + rot.shape, rot.data)}, 1, ["positions"])
            for _ in range(20)]

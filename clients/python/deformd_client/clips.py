@@ -7,6 +7,7 @@ ignoring case, else the only one containing it ignoring case ("walk" ->
 else the first clip (render_clip.py's default).
 """
 from .http import DeformdError
+from .names import model_lists, named_input  # noqa: F401 (re-exported)
 
 
 def match_clip(names, want, character=None):
@@ -35,14 +36,6 @@ def default_clip(names):
     return next((n for n in names if "walk" in n.lower()), names[0])
 
 
-def model_lists(meta):
-    """The lists of an HTTP model metadata answer (characters, joints, morphs,
-    controls, shapes, clips, bbox, defaults): its "deformd" extension object
-    (KServe's parameters hold scalars only; daemons before it sent them in
-    "parameters")."""
-    return meta.get("deformd") or meta.get("parameters") or {}
-
-
 def clip_names(info):
     """Clip names of an info()/metadata answer (socket INFO, or HTTP
     metadata's "deformd" extension object: deformd.clips)."""
@@ -52,4 +45,4 @@ def clip_names(info):
     return [c.get("name") if isinstance(c, dict) else c for c in clips or []]
 
 
-__all__ = ["match_clip", "default_clip", "clip_names"]
+__all__ = ["match_clip", "default_clip", "clip_names", "named_input"]

@@ -34,7 +34,7 @@ import socket
 import struct
 
 from .tensor import Tensor, as_tensor, decode_f16, decode_i16, numel
-from .http import DeformdError
+from .http import DeformdError, _by_name
 
 MAGIC = 0x4D524644
 VERSION = 1
@@ -345,8 +345,9 @@ class SocketClient:
               sequence_end=False):
         """One request. batch=None: inputs are per pose and outputs come back
         without the batch dimension; batch=B: leading dimension B both ways.
+        A one-axis input may be given by name as in HttpClient.infer.
         sequence_id / sequence_start / sequence_end: see submit()."""
-        ins = dict(inputs or {})
+        ins = {k: _by_name(self, name, k, v) for k, v in (inputs or {}).items()}
         if batch is None:
             ins = {k: _add_batch(as_tensor(v, k)) for k, v in ins.items()}
             if times is not None and not isinstance(times, (list, tuple)):
