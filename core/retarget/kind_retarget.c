@@ -446,6 +446,46 @@ static int load_markers(df__rt_t *r, const df_st_t *st, const char *const *src_n
     return DF_OK;
 }
 
+static void free_names(char **v, size_t n)
+{
+    for (size_t i = 0; v && i < n; i++) free(v[i]);
+    free(v);
+}
+
+/* metadata `key` (its text: js) as a list of 1..max_morphs names, each non-empty, shorter
+ * than DF_NAME_MAX, none twice; *out: free with free_names */
+static int read_name_list(const char *js, const char *key, const df_limits_t *lim, char ***out,
+                          size_t *n_out, df_error_t *err)
+{
+    char **v = NULL;
+    size_t n = 0;
+    int rc = df__json_string_array(js, (size_t)-1, &v, &n, err);
+    if (rc) {
+        char tmp[512];
+        snprintf(tmp, sizeof tmp, "%s", err ? err->msg : "");
+        return E_(rc, "metadata '%s': %s", key, tmp);
+    }
+    if (n < 1 || (int64_t)n > lim->max_morphs)
+        rc = E_(n < 1 ? DF_EFORMAT : DF_ELIMIT, "metadata '%s': %zu controls (must be 1..%lld)",
+                key, n, (long long)lim->max_morphs);
+    for (size_t i = 0; !rc && i < n; i++) {
+        if (!v[i][0] || strlen(v[i]) >= DF_NAME_MAX)
+            rc = E_(DF_EFORMAT, "metadata '%s': name %zu is empty or longer than %d bytes", key,
+                    i, DF_NAME_MAX - 1);
+        for (size_t j = 0; !rc && j < i; j++)
+            if (!strcmp(v[i], v[j]))
+                rc = E_(DF_EFORMAT, "metadata '%s': '%s' appears twice (%zu and %zu)", key, v[i],
+                        j, i);
+    }
+    if (rc) {
+        free_names(v, n);
+        return rc;
+    }
+    *out = v;
+    *n_out = n;
+    return DF_OK;
+}
+
 /* The names clients send source_weights under: the source controls, or (metadata
  * 'input_names' with tensor retarget/S [Ms, Mi]) a tracker's controls that S maps onto
  * them (deform retarget build --input-names). Registered as the model's "controls". */
@@ -464,25 +504,7 @@ static int load_input_map(df_model_t *m, df__rt_t *r, const df_st_t *st,
     }
     char **in = NULL;
     size_t ni = 0;
-    if ((rc = df__json_string_array(js, (size_t)-1, &in, &ni, err))) {
-        char tmp[512];
-        snprintf(tmp, sizeof tmp, "%s", err ? err->msg : "");
-        return E_(rc, "metadata 'input_names': %s", tmp);
-    }
-    rc = DF_OK;
-    if (ni < 1 || (int64_t)ni > lim->max_morphs)
-        rc = E_(ni < 1 ? DF_EFORMAT : DF_ELIMIT,
-                "metadata 'input_names': %zu controls (must be 1..%lld)", ni,
-                (long long)lim->max_morphs);
-    for (size_t i = 0; !rc && i < ni; i++) {
-        if (!in[i][0] || strlen(in[i]) >= DF_NAME_MAX)
-            rc = E_(DF_EFORMAT, "metadata 'input_names': name %zu is empty or longer than "
-                                "%d bytes", i, DF_NAME_MAX - 1);
-        for (size_t j = 0; !rc && j < i; j++)
-            if (!strcmp(in[i], in[j]))
-                rc = E_(DF_EFORMAT, "metadata 'input_names': '%s' appears twice (%zu and %zu)",
-                        in[i], j, i);
-    }
+    if ((rc = read_name_list(js, "input_names", lim, &in, &ni, err))) return rc;
     const df_tensor_t *ts;
     int64_t ss[2] = {r->Ms, (int64_t)ni};
     if (!rc && (rc = df_st_require(st, "retarget/S", DF_DT_F32, 2, ss, 0, &ts, err))) {
@@ -497,8 +519,7 @@ static int load_input_map(df_model_t *m, df__rt_t *r, const df_st_t *st,
     if (!rc && (rc = df__model_set_names(m, "controls", ni, (const char *const *)in)))
         rc = E_(rc, "cannot register the input names: %s", df_strerror(rc));
     r->Mi = (int64_t)ni;
-    for (size_t i = 0; i < ni; i++) free(in[i]);
-    free(in);
+    free_names(in, ni);
     return rc;
 }
 
@@ -546,30 +567,11 @@ static int rt_load(df_model_t *m, const df_st_t *st, const char *params,
     if (!js) return E_(DF_EFORMAT, "metadata 'source_names' missing (the source controls)");
     char **sn = NULL;
     size_t ns = 0;
-    if ((rc = df__json_string_array(js, (size_t)-1, &sn, &ns, err))) {
-        char tmp[512];
-        snprintf(tmp, sizeof tmp, "%s", err ? err->msg : "");
-        return E_(rc, "metadata 'source_names': %s", tmp);
-    }
-    rc = DF_OK;
-    if (ns < 1 || (int64_t)ns > lim->max_morphs)
-        rc = E_(ns < 1 ? DF_EFORMAT : DF_ELIMIT,
-                "metadata 'source_names': %zu controls (must be 1..%lld)", ns,
-                (long long)lim->max_morphs);
-    for (size_t i = 0; !rc && i < ns; i++) {
-        if (!sn[i][0] || strlen(sn[i]) >= DF_NAME_MAX)
-            rc = E_(DF_EFORMAT, "metadata 'source_names': name %zu is empty or longer "
-                                "than %d bytes", i, DF_NAME_MAX - 1);
-        for (size_t j = 0; !rc && j < i; j++)
-            if (!strcmp(sn[i], sn[j]))
-                rc = E_(DF_EFORMAT, "metadata 'source_names': '%s' appears twice (%zu "
-                                    "and %zu)", sn[i], j, i);
-    }
+    if ((rc = read_name_list(js, "source_names", lim, &sn, &ns, err))) return rc;
     r->Ms = r->Mi = (int64_t)ns;
-    if (!rc) rc = load_input_map(m, r, st, lim, (const char *const *)sn, err);
+    rc = load_input_map(m, r, st, lim, (const char *const *)sn, err);
     if (!rc) rc = load_markers(r, st, (const char *const *)sn, err);
-    for (size_t i = 0; i < ns; i++) free(sn[i]);
-    free(sn);
+    free_names(sn, ns);
     if (rc) return rc;
 
     /* ---- the mapping */
