@@ -10,18 +10,14 @@ vertex (the meshes in node order, primitives in order: head, chin, teeth, eye; a
 name summed), and
 eyeBlink_L_first, the eye's first eyeBlink_L alone (the control that keeps the name; the
 repeat becomes eyeBlink_L.1): what one weight of that name must move."""
-import base64, json, struct, sys
+import json, os, sys
 import numpy as np
 
-blob = bytearray(); views = []; accs = []
-def add(arr, fmt, typ, ctype):
-    arr = np.asarray(arr); data = struct.pack("<%d%s" % (arr.size, fmt), *arr.ravel().tolist())
-    while len(blob) % 4: blob.append(0)
-    views.append({"buffer": 0, "byteOffset": len(blob), "byteLength": len(data)}); blob.extend(data)
-    a = {"bufferView": len(views) - 1, "componentType": ctype, "count": int(arr.shape[0]), "type": typ}
-    if typ == "VEC3" and ctype == 5126: a["min"] = arr.min(0).tolist(); a["max"] = arr.max(0).tolist()
-    if typ == "SCALAR" and ctype == 5126: a["min"] = [float(arr.min())]; a["max"] = [float(arr.max())]
-    accs.append(a); return len(accs) - 1
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gltf_buffer import Buffer  # noqa: E402
+
+buf = Buffer()
+add = buf.add
 def grid(nx, ny, w, h, z):
     P = [[x, y, z] for y in np.linspace(-h / 2, h / 2, ny) for x in np.linspace(-w / 2, w / 2, nx)]
     T = []
@@ -75,9 +71,7 @@ g = {"asset": {"version": "2.0"}, "scene": 0, "scenes": [{"nodes": [0]}],
                {"name": "eye_L", "mesh": 2, "translation": [0.03, 0.03, 0.02]}],
      "meshes": meshes,
      "animations": [clip("talk", jaw), clip("mumble", jaw[::-1].copy())],
-     "accessors": accs, "bufferViews": views,
-     "buffers": [{"byteLength": len(blob), "uri": "data:application/octet-stream;base64," +
-                  base64.b64encode(bytes(blob)).decode()}]}
+     **buf.gltf_fields()}
 json.dump(g, open(sys.argv[1], "w"))
 if len(sys.argv) > 2:
     parts = [(hp, [("jawOpen", jaw_h), ("mouthSmile_L", smile)]),

@@ -268,15 +268,9 @@ def mat(t, q, s):
     m = np.eye(4); m[:3, :3] = R * np.array(s)[None, :]; m[:3, 3] = t; return m
 root = mat([0, 0.3, 0], qx(np.pi / 2), [2, 2, 2])
 A = root @ mat([0, 1, 0], [0, 0, 0, 1], [1, 1, 1]); B = A @ mat([0, 1, 0], [0, 0, 0, 1], [1, 1, 1])
-blob = bytearray(); views = []; accs = []
-def add(arr, fmt, typ, ctype):
-    arr = np.asarray(arr); data = struct.pack("<%d%s" % (arr.size, fmt), *arr.ravel().tolist())
-    while len(blob) % 4: blob.append(0)
-    views.append({"buffer": 0, "byteOffset": len(blob), "byteLength": len(data)}); blob.extend(data)
-    a = {"bufferView": len(views) - 1, "componentType": ctype, "count": int(arr.shape[0]), "type": typ}
-    if typ == "VEC3" and ctype == 5126: a["min"] = arr.min(0).tolist(); a["max"] = arr.max(0).tolist()
-    if typ == "SCALAR" and ctype == 5126: a["min"] = [float(arr.min())]; a["max"] = [float(arr.max())]
-    accs.append(a); return len(accs) - 1
+sys.path.insert(0, "tests/e2e")
+from gltf_buffer import Buffer
+buf = Buffer(); add = buf.add
 def strip(y0, y1, n, x0, z):
     P = [[x, y, z] for y in np.linspace(y0, y1, n) for x in (x0, x0 + 1)]
     T = [[2*i, 2*i+1, 2*i+2] for i in range(n - 1)] + [[2*i+1, 2*i+3, 2*i+2] for i in range(n - 1)]
@@ -315,8 +309,7 @@ g = {"asset": {"version": "2.0"}, "scene": 0, "scenes": [{"nodes": [0]}],
                                                   {"sampler": 1, "target": {"node": 2, "path": "rotation"}}],
                      "samplers": [{"input": t_acc, "output": add(np.array([[1, 1, 1], [1.5, 0.8, 1], [0.7, 1.2, 1.3], [1, 1, 1]], np.float32), "f", "VEC3", 5126), "interpolation": "LINEAR"},
                                   {"input": t_acc, "output": add(rot[::-1].copy(), "f", "VEC4", 5126), "interpolation": "LINEAR"}]}],
-     "accessors": accs, "bufferViews": views,
-     "buffers": [{"byteLength": len(blob), "uri": "data:application/octet-stream;base64," + base64.b64encode(bytes(blob)).decode()}]}
+     **buf.gltf_fields()}
 json.dump(g, open(sys.argv[1], "w"))
 EOF
 T=0,0.25,0.5,0.8,1.0,1.5,2.0
