@@ -521,9 +521,11 @@ static int count(imp_t *s)
     s->sum->n_meshes = c->n_insts;
     if (s->T == 0)
         return df_error_set(s->err, DF_EINVAL, "%s: no triangles (only points or lines)", s->path);
-    if (s->ML > s->lim.max_morphs * 16) /* bounds the name matching below */
-        return df_error_set(s->err, DF_ELIMIT, "%s: %lld morph targets (limit %lld)", s->path,
-                            (long long)s->ML, (long long)s->lim.max_morphs);
+    /* the meshes' own targets, before names join them: 4 x the controls' limit (and the name
+     * matching below, quadratic in them, a few seconds at worst) */
+    if (s->ML > s->lim.max_morphs * 4)
+        return df_error_set(s->err, DF_ELIMIT, "%s: %lld morph targets in its meshes (limit %lld)",
+                            s->path, (long long)s->ML, (long long)s->lim.max_morphs * 4);
     int rc = map_morphs(s);
     if (rc) return rc;
     if (s->M > s->lim.max_morphs)

@@ -24,7 +24,7 @@ import http.client
 import json
 import struct
 
-from .names import named_input
+from .names import by_name
 from .tensor import Tensor, as_tensor, decode_f16, decode_i16, numel
 
 
@@ -220,7 +220,7 @@ class HttpClient:
         ins = []
         blobs = []
         for iname, v in (inputs or {}).items():
-            v = _by_name(self, name, iname, v)
+            v = by_name(self, name, iname, v)
             t = as_tensor(v, iname)
             d = {"name": iname, "shape": list(t.shape), "datatype": "FP32"}
             if binary:
@@ -281,20 +281,6 @@ class HttpClient:
             out = {k: (Tensor(t.shape[1:], t.data) if len(t.shape) > 1 and t.shape[0] == 1 else t)
                    for k, t in out.items()}
         return out
-
-
-def _by_name(client, model, iname, v):
-    """v as a tensor-like: a dict of values by name (or a list of them) becomes the
-    input's vector through the model's metadata, fetched once per client and model"""
-    if not isinstance(v, dict) and not (isinstance(v, (list, tuple)) and v and
-                                        all(isinstance(x, dict) for x in v)):
-        return v
-    cache = client.__dict__.setdefault("_named_info", {})
-    if model not in cache:
-        cache[model] = client.info(model)
-    if isinstance(v, dict):
-        return named_input(cache[model], iname, v)
-    return [named_input(cache[model], iname, x) for x in v]
 
 
 def parse_infer_response(data, header_len=None):

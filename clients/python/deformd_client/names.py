@@ -46,3 +46,18 @@ def named_input(info, input_name, values):
                              % (input_name, nm, ", ".join(names)))
         out[index[nm]] = float(v)
     return out
+
+
+def by_name(client, model, iname, v):
+    """v as a tensor-like: a dict of values by name (or a list of them) becomes the
+    input's vector through the model's metadata (client.info), fetched once per client and
+    model (HttpClient.infer and SocketClient.infer call it)"""
+    if not isinstance(v, dict) and not (isinstance(v, (list, tuple)) and v and
+                                        all(isinstance(x, dict) for x in v)):
+        return v
+    cache = client.__dict__.setdefault("_named_info", {})
+    if model not in cache:
+        cache[model] = client.info(model)
+    if isinstance(v, dict):
+        return named_input(cache[model], iname, v)
+    return [named_input(cache[model], iname, x) for x in v]

@@ -34,7 +34,8 @@ import socket
 import struct
 
 from .tensor import Tensor, as_tensor, decode_f16, decode_i16, numel
-from .http import DeformdError, _by_name
+from .http import DeformdError
+from .names import by_name
 
 MAGIC = 0x4D524644
 VERSION = 1
@@ -347,7 +348,7 @@ class SocketClient:
         without the batch dimension; batch=B: leading dimension B both ways.
         A one-axis input may be given by name as in HttpClient.infer.
         sequence_id / sequence_start / sequence_end: see submit()."""
-        ins = {k: _by_name(self, name, k, v) for k, v in (inputs or {}).items()}
+        ins = {k: by_name(self, name, k, v) for k, v in (inputs or {}).items()}
         if batch is None:
             ins = {k: _add_batch(as_tensor(v, k)) for k, v in ins.items()}
             if times is not None and not isinstance(times, (list, tuple)):
