@@ -179,6 +179,7 @@ typedef enum df__rt_transfer {
     DF_RT_CLONE = 0,  /* expression cloning (Noh & Neumann) */
     DF_RT_NAIVE = 1,  /* displacement of the nearest source vertex */
     DF_RT_DT = 2,     /* deformation transfer (Sumner & Popovic) */
+    DF_RT_NAIVE_POINT = 3, /* displacement at the nearest point of the source surface */
 } df__rt_transfer_t;
 
 /* Progress of a long offline computation: fn(user, stage, fraction of the
@@ -195,7 +196,8 @@ typedef struct df__rt_progress {
  * the source's local frame into the target's (Noh & Neumann), or not.
  * refine: rounds of the correspondence's refinement (df__rt_correspond).
  * corr_tri [t->nv], corr_bary [t->nv,3], rounds (each NULL when not
- * wanted; not written by the naive copy): the dense correspondence used,
+ * wanted; not written by the nearest-vertex copy): the dense correspondence used
+ * (the naive point copy's: each target vertex's nearest source point),
  * as df__rt_correspond gives it. progress: stages "correspondence" (by
  * rounds of refinement), then "expression cloning", "naive copy" or
  * "deformation transfer: triangles' closest points", ": factorising",

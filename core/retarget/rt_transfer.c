@@ -33,7 +33,9 @@
  *    warp's own scale stands in for it (where the warp folds, the landmarks' size ratio,
  *    which carries a change of units). local_frames = 0 carries the
  *    displacement unchanged (correspondence only).
- *  - Naive copy: the displacement of the nearest source vertex, no warp.
+ *  - Naive copies, no warp: the displacement of the nearest source vertex,
+ *    or interpolated at the nearest point of the source surface (the
+ *    closest points below without the facing test).
  *  - Deformation transfer: per target triangle the deformation gradient of
  *    the source surface over the same patch: the triangle spanned by the
  *    corners' corresponding source points (Sumner & Popovic's
@@ -866,6 +868,25 @@ int df__rt_transfer(const df__rt_mesh_t *s, const df__rt_mesh_t *t, const int32_
                     out[(j * nt + q) * 3 + d] = s->deltas[(j * ns + bi) * 3 + d];
         }
         df_knn_free(&grid);
+        report(pg, "naive copy", 1);
+        goto done;
+    }
+    if (method == DF_RT_NAIVE_POINT) { /* the nearest point of the source surface, no warp */
+        report(pg, "naive copy", 0);
+        for (int64_t v = 0; v < ns; v++) fget(s->pos, v, W + 3 * v);
+        if ((rc = df__rt_closest(W, ns, s->tri, s->nt, Pt, NULL, nt, ctri, cbary, err))) goto done;
+        if (corr_tri) memcpy(corr_tri, ctri, sizeof(int32_t) * (size_t)nt);
+        if (corr_bary) memcpy(corr_bary, cbary, sizeof(float) * (size_t)(3 * nt));
+        if (rounds_out) *rounds_out = 0;
+        for (int64_t q = 0; q < nt; q++) {
+            const uint32_t *f = s->tri + 3 * ctri[q];
+            const float *b = cbary + 3 * q;
+            for (int64_t j = 0; j < M; j++)
+                for (int d = 0; d < 3; d++)
+                    out[(j * nt + q) * 3 + d] = b[0] * s->deltas[(j * ns + f[0]) * 3 + d] +
+                                                b[1] * s->deltas[(j * ns + f[1]) * 3 + d] +
+                                                b[2] * s->deltas[(j * ns + f[2]) * 3 + d];
+        }
         report(pg, "naive copy", 1);
         goto done;
     }

@@ -15,7 +15,7 @@
  *       --performance X.npy [--components N] --out BASIS.safetensors
  *       [--frames-out FRAMES.txt]
  *   deform retarget transfer --source SRC --target MESH --source-landmarks A.txt
- *       --target-landmarks B.txt [--method clone|naive|dt] [--local-frames on|off]
+ *       --target-landmarks B.txt [--method clone|naive|naive-point|dt] [--local-frames on|off]
  *       [--refine N] [--correspondence-out C.npy] --out RIG.safetensors
  *
  * DESIGN
@@ -78,7 +78,7 @@ static void usage(FILE *f)
             "       deform retarget keyframes --source SRC --markers INDICES.txt --performance X.npy\n"
             "           [--components N] --out BASIS.safetensors [--frames-out FRAMES.txt]\n"
             "       deform retarget transfer --source SRC --target MESH --source-landmarks A.txt\n"
-            "           --target-landmarks B.txt [--method clone|naive|dt] [--local-frames on|off]\n"
+            "           --target-landmarks B.txt [--method clone|naive|naive-point|dt] [--local-frames on|off]\n"
             "           [--refine N] [--correspondence-out C.npy] --out RIG.safetensors\n");
 }
 
@@ -1550,7 +1550,8 @@ static void transfer_progress(void *user, const char *stage, double frac)
 }
 
 /* The source's shapes onto a target mesh of another topology: expression
- * cloning, the naive nearest-vertex copy, or deformation transfer
+ * cloning, the naive copies (nearest vertex, nearest surface point), or
+ * deformation transfer
  * (core/retarget/rt_transfer.c). Writes the target as a `rigged` file with
  * one shape per source control, named as the source's (serve it with
  * `build --map names`). --refine's default: 5 rounds for expression
@@ -1585,9 +1586,10 @@ static int cmd_transfer(int argc, char **argv)
     df__rt_transfer_t mt;
     if (!strcmp(method, "clone")) mt = DF_RT_CLONE;
     else if (!strcmp(method, "naive")) mt = DF_RT_NAIVE;
+    else if (!strcmp(method, "naive-point")) mt = DF_RT_NAIVE_POINT;
     else if (!strcmp(method, "dt")) mt = DF_RT_DT;
     else {
-        fprintf(stderr, "deform retarget transfer: --method must be clone, naive or dt\n");
+        fprintf(stderr, "deform retarget transfer: --method must be clone, naive, naive-point or dt\n");
         return 2;
     }
     if (strcmp(frames, "on") && strcmp(frames, "off")) {
@@ -1608,13 +1610,14 @@ static int cmd_transfer(int argc, char **argv)
         refine = (int)r;
     }
     if (corr_out && mt == DF_RT_NAIVE) {
-        fprintf(stderr, "deform retarget transfer: --correspondence-out needs --method clone or "
-                        "dt (the naive copy takes nearest vertices, no correspondence)\n");
+        fprintf(stderr, "deform retarget transfer: --correspondence-out needs --method clone, "
+                        "naive-point or dt (the nearest-vertex copy has no correspondence)\n");
         return 2;
     }
-    if (!src_arg || !tgt_arg || !out || (mt != DF_RT_NAIVE && (!lms || !lmt))) {
+    const int naive = mt == DF_RT_NAIVE || mt == DF_RT_NAIVE_POINT;
+    if (!src_arg || !tgt_arg || !out || (!naive && (!lms || !lmt))) {
         fprintf(stderr, "deform retarget transfer: --source, --target, --out and (except for "
-                        "--method naive) --source-landmarks, --target-landmarks are required\n");
+                        "the naive copies) --source-landmarks, --target-landmarks are required\n");
         return 2;
     }
     df_error_t err = {0};
@@ -1639,7 +1642,7 @@ static int cmd_transfer(int argc, char **argv)
     for (int64_t i = 0; i < 3 * st_tri->shape[0]; i++)
         if (((const int32_t *)st_tri->data)[i] < 0 || ((const int32_t *)st_tri->data)[i] >= src.N)
             DIE("%s: triangle %lld uses a vertex out of range", src_arg, (long long)(i / 3));
-    if (mt != DF_RT_NAIVE && tt->shape[0] < 1)
+    if (!naive && tt->shape[0] < 1)
         DIE("%s: no triangles (the target's surface is needed)", tgt_arg);
     if (mt != DF_RT_NAIVE && st_tri->shape[0] < 1)
         DIE("%s: no triangles (the source's surface is needed)", src_arg);
@@ -1659,7 +1662,7 @@ static int cmd_transfer(int argc, char **argv)
     }
     /* displacements carried at the source's size onto a target of another size (units):
      * say so before the work */
-    if (ls && nls >= 2 && (mt == DF_RT_NAIVE || strcmp(frames, "on"))) {
+    if (ls && nls >= 2 && (naive || strcmp(frames, "on"))) {
         float *ps = malloc(sizeof(float) * (size_t)(3 * nls)), *pt = malloc(sizeof(float) * (size_t)(3 * nls));
         int in = ps && pt;
         for (int64_t i = 0; in && i < nls; i++) {
@@ -1675,7 +1678,7 @@ static int cmd_transfer(int argc, char **argv)
                             "the source's (other units?); --method %s%s carries displacements at "
                             "the source's size: import both in one unit (deform import --units), "
                             "or use --method clone with local frames or --method dt, which scale "
-                            "them\n", r, method, mt == DF_RT_NAIVE ? "" : " --local-frames off");
+                            "them\n", r, method, naive ? "" : " --local-frames off");
         free(ps), free(pt);
     }
     double t0 = df__now_s();

@@ -9,7 +9,9 @@
  *  - on a curved sheet remeshed at another resolution: a displacement field
  *    affine in position is carried exactly by expression cloning (no local
  *    frames) and deformation transfer reproduces a uniform stretch's
- *    gradient; the naive copy equals a brute-force nearest-vertex copy;
+ *    gradient; the naive copy equals a brute-force nearest-vertex copy, the
+ *    naive point copy interpolates at a point no farther than a dense
+ *    sampling of every source triangle;
  *  - the correspondence's refinement (sliding semilandmarks) on a bumpy
  *    sheet mapped onto a remeshed copy whose true correspondence is known:
  *    with landmarks snapped to target vertices it brings the error down to
@@ -297,6 +299,48 @@ static void test_transfer(void)
         for (int d = 0; d < 3; d++) same &= out[3 * v + d] == sd2[3 * bi + d];
     }
     DF_CHECK(same);
+    /* naive point copy: the displacement interpolated at the nearest point
+     * of the source surface (no facing test), which is no farther than any
+     * point of a dense sampling of every source triangle; the
+     * correspondence it hands out is that point */
+    {
+        int32_t *ct = malloc(sizeof(int32_t) * NT * NT);
+        float *cb = malloc(sizeof(float) * 3 * NT * NT);
+        DF_CHECK(df__rt_transfer(&s, &t, ls, lt, nl, DF_RT_NAIVE_POINT, 0, 0, out, ct, cb, NULL,
+                                 NULL, &err) == 0);
+        double werr = 0, wfar = -INFINITY;
+        for (int v = 0; v < NT * NT; v++) {
+            const uint32_t *f = s.tri + 3 * ct[v];
+            double x[3], e2 = 0, best = INFINITY;
+            for (int d = 0; d < 3; d++) {
+                x[d] = cb[3 * v] * sp2[3 * f[0] + d] + cb[3 * v + 1] * sp2[3 * f[1] + d] +
+                       cb[3 * v + 2] * sp2[3 * f[2] + d];
+                e2 += (x[d] - tp[3 * v + d]) * (x[d] - tp[3 * v + d]);
+                for (int j = 0; j < M; j++) {
+                    const float *dj = sd2 + (size_t)j * 3 * (NS * NS + 4);
+                    double want = cb[3 * v] * dj[3 * f[0] + d] + cb[3 * v + 1] * dj[3 * f[1] + d] +
+                                  cb[3 * v + 2] * dj[3 * f[2] + d];
+                    werr = fmax(werr, fabs(out[(j * NT * NT + v) * 3 + d] - want));
+                }
+            }
+            for (int64_t tr = 0; tr < s.nt; tr++)
+                for (int a = 0; a <= 16; a++)
+                    for (int b = 0; a + b <= 16; b++) {
+                        const uint32_t *g = s.tri + 3 * tr;
+                        double u = a / 16.0, w = b / 16.0, e = 0;
+                        for (int d = 0; d < 3; d++) {
+                            double p = (1 - u - w) * sp2[3 * g[0] + d] + u * sp2[3 * g[1] + d] +
+                                       w * sp2[3 * g[2] + d];
+                            e += (p - tp[3 * v + d]) * (p - tp[3 * v + d]);
+                        }
+                        best = fmin(best, e);
+                    }
+            wfar = fmax(wfar, sqrt(e2) - sqrt(best));
+        }
+        DF_CHECK_MSG(werr < 1e-6, "naive point copy: interpolation error %g", werr);
+        DF_CHECK_MSG(wfar < 1e-6, "naive point copy: a point %g farther than the sampling's", wfar);
+        free(ct), free(cb);
+    }
     /* refused: a landmark out of range */
     lt[2] = NT * NT + 5;
     DF_CHECK(df__rt_transfer(&s, &t, ls, lt, nl, DF_RT_CLONE, 1, 0, out, NULL, NULL, NULL, NULL, &err) == DF_EINVAL);
