@@ -202,6 +202,15 @@ typedef struct df__rt_progress {
  * rounds of refinement), then "expression cloning", "naive copy" or
  * "deformation transfer: triangles' closest points", ": factorising",
  * ": gradients", ": solving".
+ * align: the transfer runs in the source's frame: the target moved there
+ * by the rigid motion taking its landmarks onto the source's (Horn), its
+ * shapes turned back into its own (the naive copies and deformation
+ * transfer carry the source's directions, expression cloning's local
+ * frames only the normals': a target facing another way, or in another
+ * up axis, needs it); DF_RT_ALIGN_AUTO does so when that motion turns by
+ * more than 15 degrees, and leaves faces in one frame (a few degrees apart
+ * from their shapes alone) as they are. *turned OUT (or NULL): the
+ * degrees turned, 0 when not moved. Not with fewer than 3 landmarks.
  * Errors: landmarks out of range, coincident, or not spanning 3D (the warp
  * would be undetermined); CHOLMOD failures. */
 /* The global size ratio of two landmark sets (L points each, [L,3]): the RMS
@@ -211,9 +220,16 @@ typedef struct df__rt_progress {
  * centimetres. */
 double df__rt_size_ratio(const float *ls, const float *lt, int64_t L);
 
+typedef enum df__rt_align {
+    DF_RT_ALIGN_AUTO = 0,  /* into the source's frame when the frames clearly differ */
+    DF_RT_ALIGN_RIGID = 1, /* always into the source's frame */
+    DF_RT_ALIGN_NONE = 2,  /* as given */
+} df__rt_align_t;
+
 int df__rt_transfer(const df__rt_mesh_t *s, const df__rt_mesh_t *t, const int32_t *lm_s,
                     const int32_t *lm_t, int64_t L, df__rt_transfer_t method, int local_frames,
-                    int refine, float *out, int32_t *corr_tri, float *corr_bary, int *rounds,
+                    int refine, df__rt_align_t align, double *turned, float *out,
+                    int32_t *corr_tri, float *corr_bary, int *rounds,
                     const df__rt_progress_t *progress /* or NULL */, df_error_t *err);
 /* The dense correspondence of df__rt_transfer: each target vertex's closest
  * point on the source warped through the landmarks, after up to `refine`

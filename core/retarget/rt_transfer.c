@@ -827,7 +827,7 @@ double df__rt_size_ratio(const float *ls, const float *lt, int64_t L)
     return ss > 0 && st > 0 ? sqrt(st / ss) : 1.0;
 }
 
-int df__rt_transfer(const df__rt_mesh_t *s, const df__rt_mesh_t *t, const int32_t *lm_s,
+static int transfer(const df__rt_mesh_t *s, const df__rt_mesh_t *t, const int32_t *lm_s,
                     const int32_t *lm_t, int64_t L, df__rt_transfer_t method, int local_frames,
                     int refine, float *out, int32_t *corr_tri, float *corr_bary, int *rounds_out,
                     const df__rt_progress_t *pg, df_error_t *err)
@@ -1205,5 +1205,75 @@ done:
     cholmod_finish(&cc);
     free(G);
     free(Ar);
+    return rc;
+}
+
+/* The target's frame against the source's: the rigid motion (R, t) taking
+ * the target's landmarks onto the source's (Horn, uniform weights), the
+ * angle it turns by, and whether it clearly differs (auto): a turn of more
+ * than ALIGN_DEGREES. Two faces in one frame differ by a few degrees (T2:
+ * 2.1) from their shapes alone; those are left as they are. A translation
+ * alone changes nothing but the naive copies (the warp has an affine
+ * part), and a target in other units sits far from the source's origin:
+ * auto does not move for it. */
+#define ALIGN_DEGREES 15.0
+
+int df__rt_transfer(const df__rt_mesh_t *s, const df__rt_mesh_t *t, const int32_t *lm_s,
+                    const int32_t *lm_t, int64_t L, df__rt_transfer_t method, int local_frames,
+                    int refine, df__rt_align_t align, double *turned, float *out,
+                    int32_t *corr_tri, float *corr_bary, int *rounds, const df__rt_progress_t *pg,
+                    df_error_t *err)
+{
+    if (turned) *turned = 0.0;
+    if (align == DF_RT_ALIGN_NONE || L < 3)
+        return transfer(s, t, lm_s, lm_t, L, method, local_frames, refine, out, corr_tri,
+                        corr_bary, rounds, pg, err);
+    float *ls = malloc(sizeof(float) * (size_t)(3 * L)), *lt = malloc(sizeof(float) * (size_t)(3 * L));
+    float *w = malloc(sizeof(float) * (size_t)L), *P = NULL;
+    int rc;
+    if (!ls || !lt || !w) {
+        rc = E_(DF_ENOMEM, "out of memory");
+        goto done;
+    }
+    if ((rc = landmarks(s, t, lm_s, lm_t, L, ls, lt, err))) goto done;
+    for (int64_t i = 0; i < L; i++) w[i] = 1.0f / (float)L;
+    double R[9], tr[3];
+    if (df__rt_rigid_align(lt, ls, w, L, 1, R, tr)) { /* the warp refuses these below */
+        rc = transfer(s, t, lm_s, lm_t, L, method, local_frames, refine, out, corr_tri,
+                      corr_bary, rounds, pg, err);
+        goto done;
+    }
+    const double c = (R[0] + R[4] + R[8] - 1.0) / 2.0;
+    const double deg = acos(c < -1.0 ? -1.0 : c > 1.0 ? 1.0 : c) * 180.0 / acos(-1.0);
+    if (align == DF_RT_ALIGN_AUTO && !(deg > ALIGN_DEGREES)) {
+        rc = transfer(s, t, lm_s, lm_t, L, method, local_frames, refine, out, corr_tri,
+                      corr_bary, rounds, pg, err);
+        goto done;
+    }
+    /* the transfer in the source's frame: the target moved by (R, t), its
+     * shapes turned back by R' */
+    if (!(P = malloc(sizeof(float) * (size_t)(3 * t->nv) + 1))) {
+        rc = E_(DF_ENOMEM, "out of memory");
+        goto done;
+    }
+    for (int64_t v = 0; v < t->nv; v++) {
+        double p[3];
+        fget(t->pos, v, p);
+        for (int a = 0; a < 3; a++)
+            P[3 * v + a] = (float)(R[3 * a] * p[0] + R[3 * a + 1] * p[1] + R[3 * a + 2] * p[2] + tr[a]);
+    }
+    df__rt_mesh_t tm = *t;
+    tm.pos = P;
+    if ((rc = transfer(s, &tm, lm_s, lm_t, L, method, local_frames, refine, out, corr_tri, corr_bary,
+                       rounds, pg, err)))
+        goto done;
+    for (int64_t k = 0; k < s->M * t->nv; k++) {
+        float *o = out + 3 * k;
+        const double x = o[0], y = o[1], z = o[2];
+        for (int a = 0; a < 3; a++) o[a] = (float)(R[a] * x + R[3 + a] * y + R[6 + a] * z);
+    }
+    if (turned) *turned = deg;
+done:
+    free(ls), free(lt), free(w), free(P);
     return rc;
 }

@@ -472,6 +472,51 @@ r = float(np.abs(b - 0.01 * a).max() / np.abs(0.01 * a).max())
 print("# T2 in metres: cloning's deltas against 0.01 x the centimetre ones: %.2g relative" % r)
 sys.exit(0 if r < 1e-4 else 1)
 EOF2
+# T2 in another frame (axes permuted, a Z-up export facing +X: turned 120 degrees, moved):
+# the transfer (--align auto) finds the turn from the landmarks, works in the source's
+# frame and turns the shapes back: cloning's and deformation transfer's shapes are Q x those
+# of T2 taken into the source's frame (--align rigid), where without the alignment they are
+# far off (cloning's local frames follow the normals only, deformation transfer not at all)
+"$PY" - "$D/t2.safetensors" "$T/t2_q.safetensors" "$T/q.npy" <<'EOF2'
+import sys
+import numpy as np
+sys.path.insert(0, "tools/garment")
+import stfile
+t, meta = stfile.read(sys.argv[1])
+Q = np.array([[0, 0, 1], [1, 0, 0], [0, 1, 0]], np.float64)  # y -> z, z -> x
+t["positions"] = (t["positions"].astype(np.float64) @ Q.T + [40.0, -12.0, 7.0]).astype("float32")
+stfile.write(sys.argv[2], t, meta)
+np.save(sys.argv[3], Q)
+EOF2
+turned=1
+for m in clone dt; do
+    for al in auto none; do
+        "$BIN/deform" retarget transfer --source "$D/source.safetensors" --target "$T/t2_q.safetensors" \
+            --source-landmarks "$D/landmarks68.txt" --target-landmarks "$D/t2_landmarks68.txt" \
+            --method $m --align $al --out "$T/t2q_${m}_$al.safetensors" >"$T/trq_${m}_$al.log" 2>&1 || turned=0
+    done
+    "$BIN/deform" retarget transfer --source "$D/source.safetensors" --target "$D/t2.safetensors" \
+        --source-landmarks "$D/landmarks68.txt" --target-landmarks "$D/t2_landmarks68.txt" \
+        --method $m --align rigid --out "$T/t2r_$m.safetensors" >"$T/trr_$m.log" 2>&1 || turned=0
+    grep -q "its landmarks turned by 1[12][0-9].[0-9] degrees" "$T/trq_${m}_auto.log" || turned=0
+done
+[ $turned = 1 ] && "$PY" - "$T" <<'EOF2' && ok rt-transfer-turned-target || { cat "$T"/trq_*.log; fail rt-transfer-turned-target; }
+import sys
+import numpy as np
+sys.path.insert(0, "tools/garment")
+import stfile
+T = sys.argv[1]
+Q = np.load(T + "/q.npy")
+ok = True
+for m in ("clone", "dt"):
+    d = lambda f: stfile.read(f)[0]["morph_deltas"].astype(np.float64)
+    ref = d("%s/t2r_%s.safetensors" % (T, m)) @ Q.T
+    a, n = d("%s/t2q_%s_auto.safetensors" % (T, m)), d("%s/t2q_%s_none.safetensors" % (T, m))
+    ea, en = np.abs(a - ref).max() / np.abs(ref).max(), np.abs(n - ref).max() / np.abs(ref).max()
+    print("# T2 turned, %s: aligned %.2g, not aligned %.2g (relative max difference)" % (m, ea, en))
+    ok &= ea < 1e-2 and en > 0.1  # (float positions through a sparse solve: dt 5e-4)
+sys.exit(0 if ok else 1)
+EOF2
 sed -n 1,20p "$D/t2_landmarks68.txt" >"$T/t2dup.txt"; sed -n 3p "$D/t2_landmarks68.txt" >>"$T/t2dup.txt"
 head -21 "$D/landmarks68.txt" >"$T/srcl21.txt"
 "$BIN/deform" retarget transfer --source "$D/source.safetensors" --target "$D/t2.safetensors" \

@@ -16,7 +16,7 @@
  *       [--frames-out FRAMES.txt]
  *   deform retarget transfer --source SRC --target MESH --source-landmarks A.txt
  *       --target-landmarks B.txt [--method clone|naive|naive-point|dt] [--local-frames on|off]
- *       [--refine N] [--correspondence-out C.npy] --out RIG.safetensors
+ *       [--refine N] [--align auto|rigid|none] [--correspondence-out C.npy] --out RIG.safetensors
  *
  * DESIGN
  * SRC and TGT are `rigged` models (a .safetensors file, REPO/NAME or a
@@ -79,7 +79,8 @@ static void usage(FILE *f)
             "           [--components N] --out BASIS.safetensors [--frames-out FRAMES.txt]\n"
             "       deform retarget transfer --source SRC --target MESH --source-landmarks A.txt\n"
             "           --target-landmarks B.txt [--method clone|naive|naive-point|dt] [--local-frames on|off]\n"
-            "           [--refine N] [--correspondence-out C.npy] --out RIG.safetensors\n");
+            "           [--refine N] [--align auto|rigid|none] [--correspondence-out C.npy]\n"
+            "           --out RIG.safetensors\n");
 }
 
 /* ---------------------------------------------------------------- rigs */
@@ -1564,6 +1565,7 @@ static int cmd_transfer(int argc, char **argv)
 {
     const char *src_arg = NULL, *tgt_arg = NULL, *lms = NULL, *lmt = NULL, *out = NULL;
     const char *method = "clone", *frames = "on", *refine_arg = NULL, *corr_out = NULL;
+    const char *align_arg = "auto";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int more = i + 1 < argc;
@@ -1574,6 +1576,7 @@ static int cmd_transfer(int argc, char **argv)
         else if (!strcmp(a, "--method") && more) method = argv[++i];
         else if (!strcmp(a, "--local-frames") && more) frames = argv[++i];
         else if (!strcmp(a, "--refine") && more) refine_arg = argv[++i];
+        else if (!strcmp(a, "--align") && more) align_arg = argv[++i];
         else if (!strcmp(a, "--correspondence-out") && more) corr_out = argv[++i];
         else if (!strcmp(a, "--out") && more) out = argv[++i];
         else if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
@@ -1590,6 +1593,14 @@ static int cmd_transfer(int argc, char **argv)
     else if (!strcmp(method, "dt")) mt = DF_RT_DT;
     else {
         fprintf(stderr, "deform retarget transfer: --method must be clone, naive, naive-point or dt\n");
+        return 2;
+    }
+    df__rt_align_t align;
+    if (!strcmp(align_arg, "auto")) align = DF_RT_ALIGN_AUTO;
+    else if (!strcmp(align_arg, "rigid")) align = DF_RT_ALIGN_RIGID;
+    else if (!strcmp(align_arg, "none")) align = DF_RT_ALIGN_NONE;
+    else {
+        fprintf(stderr, "deform retarget transfer: --align must be auto, rigid or none\n");
         return 2;
     }
     if (strcmp(frames, "on") && strcmp(frames, "off")) {
@@ -1654,6 +1665,7 @@ static int cmd_transfer(int argc, char **argv)
     D = malloc(sizeof(float) * (size_t)(src.M * tm.nv * 3));
     if (!D) DIE("out of memory");
     int rounds = 0;
+    double turned = 0;
     if (corr_out) { /* the correspondence the transfer uses, written out below */
         ctri = malloc(sizeof(int32_t) * (size_t)tm.nv);
         cbary = malloc(sizeof(float) * (size_t)(3 * tm.nv));
@@ -1684,7 +1696,7 @@ static int cmd_transfer(int argc, char **argv)
     double t0 = df__now_s();
     tprog_t tpr = {t0, t0, t0, ""};
     df__rt_progress_t pg = {transfer_progress, &tpr};
-    if (df__rt_transfer(&sm, &tm, ls, lt, nls, mt, !strcmp(frames, "on"), refine, D, ctri, cbary,
+    if (df__rt_transfer(&sm, &tm, ls, lt, nls, mt, !strcmp(frames, "on"), refine, align, &turned, D, ctri, cbary,
                         &rounds, &pg, &err))
         DIE("%s", err.msg);
     df_rigged_data_t d;
@@ -1699,6 +1711,10 @@ static int cmd_transfer(int argc, char **argv)
     if (df_rigged_write(&d, out, &err)) DIE("%s", err.msg);
     printf("transfer (%s): %lld source shapes onto %lld target vertices in %.2fs; wrote %s\n",
            method, (long long)src.M, (long long)tm.nv, df__now_s() - t0, out);
+    if (turned > 0)
+        printf("transfer: the target's frame differs from the source's (its landmarks turned by "
+               "%.1f degrees): transferred in the source's frame, the shapes turned back\n",
+               turned);
     if (corr_out) {
         for (int64_t q = 0; q < tm.nv; q++) {
             C[4 * q] = (float)ctri[q];

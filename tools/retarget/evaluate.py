@@ -64,6 +64,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import make_data  # noqa: E402
+from make_data import stfile  # noqa: E402  (the safetensors reader and writer)
 
 NOISE = make_data.NOISE_MM
 
@@ -432,6 +433,8 @@ def t2_tables(D, w, dform, build, apply, src, lm, Wt, height_mm):
     for label, meth, frames, refine in (
             ("naive copy (nearest vertex)", "naive", "on", None),
             ("naive copy (nearest point of the surface)", "naive-point", "on", None),
+            ("naive copy (nearest point), after the landmarks' rigid alignment (`--align rigid`)",
+             "naive-point", "rigid", None),
             ("expression cloning, landmark warp alone (`--refine 0`)", "clone", "on", 0),
             ("expression cloning (`--refine 5`, the default)", "clone", "on", 5),
             ("expression cloning, displacements unturned (`--local-frames off --refine 0`)",
@@ -441,9 +444,12 @@ def t2_tables(D, w, dform, build, apply, src, lm, Wt, height_mm):
             ("deformation transfer (`--refine 0`, the default)", "dt", "on", 0),
             ("deformation transfer, refined (`--refine 5`)", "dt", "on", 5)):
         tag = "t2_%s_%s_%s" % (meth, frames, refine)
+        align = "rigid" if frames == "rigid" else "auto"
+        frames = "on" if frames == "rigid" else frames
         cmd = [dform, "retarget", "transfer", "--source", src, "--target", w("t2.safetensors"),
                "--source-landmarks", lm, "--target-landmarks", w("t2_landmarks68.txt"),
-               "--method", meth, "--local-frames", frames, "--out", w(tag + ".safetensors")]
+               "--method", meth, "--local-frames", frames, "--align", align,
+               "--out", w(tag + ".safetensors")]
         if refine is not None:
             cmd += ["--refine", refine, "--correspondence-out", w(tag + "_corr.npy")]
         out = run(*cmd)
@@ -496,6 +502,33 @@ def t2_tables(D, w, dform, build, apply, src, lm, Wt, height_mm):
             m, -1)).reshape(F, -1, 3), axis=2) * 10
         print("| %s | %.3f | %.2f | %.3f | %.2f |" % (label, d.mean(), d.max(),
               100 * d.mean() / height_mm, 100 * d.max() / height_mm))
+
+    # T2 in another frame: its axes permuted (a Z-up export facing +X) and moved; the truth
+    # turned with it
+    print("\nT2 in another frame (axes permuted: turned 120 deg, and moved), mean / max mm:\n")
+    Q = np.array([[0, 0, 1], [1, 0, 0], [0, 1, 0]], np.float64)
+    tq, meta = stfile.read(w("t2.safetensors"))
+    tq["positions"] = (tq["positions"].astype(np.float64) @ Q.T + [40.0, -12.0, 7.0]).astype(
+        np.float32)
+    stfile.write(w("t2_turned.safetensors"), tq, meta)
+    print("| method | as given (`--align none`) | aligned (`--align auto`, the default) |")
+    print("|---|---|---|")
+    for label, meth, frames in (("expression cloning", "clone", "on"),
+                                ("expression cloning, `--local-frames off`", "clone", "off"),
+                                ("deformation transfer", "dt", "on"),
+                                ("naive copy (nearest point)", "naive-point", "on")):
+        cells = []
+        for align in ("none", "auto"):
+            tag = "t2q_%s_%s_%s" % (meth, frames, align)
+            run(dform, "retarget", "transfer", "--source", src, "--target",
+                w("t2_turned.safetensors"), "--source-landmarks", lm, "--target-landmarks",
+                w("t2_landmarks68.txt"), "--method", meth, "--local-frames", frames, "--align",
+                align, "--out", w(tag + ".safetensors"))
+            S = stfile.read(w(tag + ".safetensors"))[0]["morph_deltas"].astype(np.float64)
+            d = np.linalg.norm((Wt @ (S - t2d.reshape(S.shape) @ Q.T).reshape(m, -1)).reshape(
+                F, -1, 3), axis=2) * 10
+            cells.append("%.3f / %.2f" % (d.mean(), d.max()))
+        print("| %s | %s |" % (label, " | ".join(cells)))
 
     # fewer landmarks (what a user picks by hand on an own mesh): subsets of the 68 in the
     # Multi-PIE 68-point numbering, cloning (refined and not) and deformation transfer

@@ -11,7 +11,10 @@
  *    frames) and deformation transfer reproduces a uniform stretch's
  *    gradient; the naive copy equals a brute-force nearest-vertex copy, the
  *    naive point copy interpolates at a point no farther than a dense
- *    sampling of every source triangle;
+ *    sampling of every source triangle; a target turned by 90 degrees and
+ *    moved gets, with the alignment, the turned shapes of the target in
+ *    the source's frame (every method), one in the source's frame is left
+ *    as it is;
  *  - the correspondence's refinement (sliding semilandmarks) on a bumpy
  *    sheet mapped onto a remeshed copy whose true correspondence is known:
  *    with landmarks snapped to target vertices it brings the error down to
@@ -223,7 +226,7 @@ static void test_transfer(void)
     /* expression cloning without local frames: the warp is the translation,
      * so each target vertex's source point is itself minus the shift, and a
      * field affine in position is interpolated exactly */
-    DF_CHECK_MSG(df__rt_transfer(&s, &t, ls, lt, nl, DF_RT_CLONE, 0, 0, out, NULL, NULL, NULL, NULL, &err) == 0, "%s", err.msg);
+    DF_CHECK_MSG(df__rt_transfer(&s, &t, ls, lt, nl, DF_RT_CLONE, 0, 0, DF_RT_ALIGN_AUTO, NULL, out, NULL, NULL, NULL, NULL, &err) == 0, "%s", err.msg);
     double worst = 0;
     for (int v = 0; v < NT * NT; v++) {
         float p[3];
@@ -241,7 +244,7 @@ static void test_transfer(void)
      * the target's corresponding points), agree to the chord error of the
      * finer source: 2.2e-4 here (normals at the source's own resolution
      * against the target's: 5.9e-4) */
-    DF_CHECK(df__rt_transfer(&s, &t, ls, lt, nl, DF_RT_CLONE, 1, 0, out, NULL, NULL, NULL, NULL, &err) == 0);
+    DF_CHECK(df__rt_transfer(&s, &t, ls, lt, nl, DF_RT_CLONE, 1, 0, DF_RT_ALIGN_AUTO, NULL, out, NULL, NULL, NULL, NULL, &err) == 0);
     worst = 0;
     for (int v = 0; v < NT * NT; v++) {
         float p[3];
@@ -260,7 +263,7 @@ static void test_transfer(void)
         df__rt_mesh_t t2 = t;
         t2.pos = tp2;
         float *o2 = malloc(sizeof(float) * (size_t)(M * 3 * NT * NT));
-        DF_CHECK_MSG(df__rt_transfer(&s, &t2, ls, lt, nl, DF_RT_CLONE, 1, 0, o2, NULL, NULL, NULL,
+        DF_CHECK_MSG(df__rt_transfer(&s, &t2, ls, lt, nl, DF_RT_CLONE, 1, 0, DF_RT_ALIGN_AUTO, NULL, o2, NULL, NULL, NULL,
                                      NULL, &err) == 0, "%s", err.msg);
         double w2 = 0;
         for (int v = 0; v < M * 3 * NT * NT; v++) w2 = fmax(w2, fabs(o2[v] - 0.01 * out[v]));
@@ -274,7 +277,7 @@ static void test_transfer(void)
      * triangle's gradient from the source over the same patch (its
      * corners' corresponding points): 3.7e-5 here (from the one source
      * triangle under its centroid: 1.1e-4) */
-    DF_CHECK_MSG(df__rt_transfer(&s, &t, ls, lt, nl, DF_RT_DT, 1, 0, out, NULL, NULL, NULL, NULL, &err) == 0, "%s", err.msg);
+    DF_CHECK_MSG(df__rt_transfer(&s, &t, ls, lt, nl, DF_RT_DT, 1, 0, DF_RT_ALIGN_AUTO, NULL, out, NULL, NULL, NULL, NULL, &err) == 0, "%s", err.msg);
     worst = 0;
     const float *o1 = out + 3 * NT * NT;
     for (int f = 0; f < 2 * (NT - 1) * (NT - 1); f++)
@@ -286,7 +289,7 @@ static void test_transfer(void)
         }
     DF_CHECK_MSG(worst < 6e-5, "deformation transfer, stretch: max edge error %g", worst);
     /* naive: the nearest source vertex's displacement, brute force here */
-    DF_CHECK(df__rt_transfer(&s, &t, ls, lt, nl, DF_RT_NAIVE, 0, 0, out, NULL, NULL, NULL, NULL, &err) == 0);
+    DF_CHECK(df__rt_transfer(&s, &t, ls, lt, nl, DF_RT_NAIVE, 0, 0, DF_RT_ALIGN_AUTO, NULL, out, NULL, NULL, NULL, NULL, &err) == 0);
     int same = 1;
     for (int v = 0; v < NT * NT; v++) {
         double best = INFINITY;
@@ -306,7 +309,7 @@ static void test_transfer(void)
     {
         int32_t *ct = malloc(sizeof(int32_t) * NT * NT);
         float *cb = malloc(sizeof(float) * 3 * NT * NT);
-        DF_CHECK(df__rt_transfer(&s, &t, ls, lt, nl, DF_RT_NAIVE_POINT, 0, 0, out, ct, cb, NULL,
+        DF_CHECK(df__rt_transfer(&s, &t, ls, lt, nl, DF_RT_NAIVE_POINT, 0, 0, DF_RT_ALIGN_AUTO, NULL, out, ct, cb, NULL,
                                  NULL, &err) == 0);
         double werr = 0, wfar = -INFINITY;
         for (int v = 0; v < NT * NT; v++) {
@@ -341,9 +344,55 @@ static void test_transfer(void)
         DF_CHECK_MSG(wfar < 1e-6, "naive point copy: a point %g farther than the sampling's", wfar);
         free(ct), free(cb);
     }
+    /* the target in another frame: turned by Q (90 degrees about an oblique
+     * axis) and moved. With the alignment (auto: its landmarks turn by 90
+     * degrees) every method's shapes are Q times those of the target as
+     * given, moved into the source's frame (rigid: by the shift alone);
+     * the target as given is left as it is (auto: no turn) */
+    {
+        static float tq[3 * NT * NT];
+        const double ax[3] = {1 / 3.0, 2 / 3.0, 2 / 3.0}; /* 90 degrees: Q = a a' + [a]x */
+        double Q[9];
+        for (int i = 0; i < 3; i++)
+            for (int j = 0; j < 3; j++) Q[3 * i + j] = ax[i] * ax[j];
+        Q[1] -= ax[2], Q[2] += ax[1], Q[3] += ax[2], Q[5] -= ax[0], Q[6] -= ax[1], Q[7] += ax[0];
+        for (int v = 0; v < NT * NT; v++)
+            for (int a = 0; a < 3; a++)
+                tq[3 * v + a] = (float)(Q[3 * a] * tp[3 * v] + Q[3 * a + 1] * tp[3 * v + 1] +
+                                        Q[3 * a + 2] * tp[3 * v + 2] + (a == 0 ? 4.0 : a == 1 ? -1.0 : 2.0));
+        df__rt_mesh_t tr = t;
+        tr.pos = tq;
+        const size_t n = (size_t)(M * 3 * NT * NT);
+        float *o0 = malloc(sizeof(float) * n), *o1 = malloc(sizeof(float) * n), *o2 = malloc(sizeof(float) * n);
+        const df__rt_transfer_t ms[4] = {DF_RT_NAIVE_POINT, DF_RT_CLONE, DF_RT_CLONE, DF_RT_DT};
+        const int lf[4] = {0, 0, 1, 1};
+        for (int k = 0; k < 4; k++) {
+            double d0 = -1, d1 = -1, d2 = -1;
+            DF_CHECK(df__rt_transfer(&s, &t, ls, lt, nl, ms[k], lf[k], 0, DF_RT_ALIGN_RIGID, &d0, o0,
+                                     NULL, NULL, NULL, NULL, &err) == 0);
+            DF_CHECK(df__rt_transfer(&s, &tr, ls, lt, nl, ms[k], lf[k], 0, DF_RT_ALIGN_AUTO, &d1, o1,
+                                     NULL, NULL, NULL, NULL, &err) == 0);
+            double w = 0;
+            for (size_t i = 0; i < n; i += 3)
+                for (int a = 0; a < 3; a++)
+                    w = fmax(w, fabs(o1[i + a] - (Q[3 * a] * o0[i] + Q[3 * a + 1] * o0[i + 1] +
+                                                  Q[3 * a + 2] * o0[i + 2])));
+            DF_CHECK_MSG(w < 1e-5, "method %d, target turned 90 degrees: shapes %g from Q x the "
+                                   "aligned target's", k, w);
+            DF_CHECK_MSG(fabs(d1 - 90.0) < 1e-3 && fabs(d0) < 1e-3, "turned %g and %g degrees", d1, d0);
+            /* as given: auto leaves it, equal to no alignment */
+            DF_CHECK(df__rt_transfer(&s, &t, ls, lt, nl, ms[k], lf[k], 0, DF_RT_ALIGN_AUTO, &d2, o1,
+                                     NULL, NULL, NULL, NULL, &err) == 0);
+            DF_CHECK(df__rt_transfer(&s, &t, ls, lt, nl, ms[k], lf[k], 0, DF_RT_ALIGN_NONE, NULL, o2,
+                                     NULL, NULL, NULL, NULL, &err) == 0);
+            DF_CHECK_MSG(d2 == 0.0 && !memcmp(o1, o2, sizeof(float) * n), "method %d: auto moved "
+                         "a target in the source's frame", k);
+        }
+        free(o0), free(o1), free(o2);
+    }
     /* refused: a landmark out of range */
     lt[2] = NT * NT + 5;
-    DF_CHECK(df__rt_transfer(&s, &t, ls, lt, nl, DF_RT_CLONE, 1, 0, out, NULL, NULL, NULL, NULL, &err) == DF_EINVAL);
+    DF_CHECK(df__rt_transfer(&s, &t, ls, lt, nl, DF_RT_CLONE, 1, 0, DF_RT_ALIGN_AUTO, NULL, out, NULL, NULL, NULL, NULL, &err) == DF_EINVAL);
     DF_CHECK_MSG(strstr(err.msg, "landmark 2"), "%s", err.msg);
     free(out);
 }
@@ -479,7 +528,7 @@ static void test_refine(void)
         int rx = -1;
         prog_t pr = {0};
         df__rt_progress_t pg = {on_progress, &pr};
-        DF_CHECK_MSG(df__rt_transfer(&s, &t, ls, lt, NL, DF_RT_CLONE, 1, 5, none, trx, brx, &rx,
+        DF_CHECK_MSG(df__rt_transfer(&s, &t, ls, lt, NL, DF_RT_CLONE, 1, 5, DF_RT_ALIGN_AUTO, NULL, none, trx, brx, &rx,
                                      &pg, &err) == 0, "%s", err.msg);
         DF_CHECK(rx == rounds && !memcmp(trx, tri, sizeof trx) && !memcmp(brx, bary, sizeof brx));
         /* progress: the correspondence from 0 through each round to 1, then
