@@ -517,6 +517,89 @@ for m in ("clone", "dt"):
     ok &= ea < 1e-2 and en > 0.1  # (float positions through a sparse solve: dt 5e-4)
 sys.exit(0 if ok else 1)
 EOF2
+# landmarks as points (--target-landmark-points): T2's 68 landmark vertices moved by up to
+# 0.2 mm snap back onto them, and the transfer is byte for byte the one given the indices;
+# both forms for one side, and a line that is not three numbers, refused
+"$PY" - "$D/t2.safetensors" "$D/t2_landmarks68.txt" "$T/t2pts.txt" <<'EOF2'
+import sys
+import numpy as np
+sys.path.insert(0, "tools/garment")
+import stfile
+P = stfile.read(sys.argv[1])[0]["positions"].astype(np.float64)
+lm = np.loadtxt(sys.argv[2], dtype=np.int64)
+pts = P[lm] + np.random.default_rng(5).uniform(-0.012, 0.012, (len(lm), 3))
+with open(sys.argv[3], "w") as f:
+    f.write("# T2's landmarks, moved\n")
+    f.writelines("%.6f %.6f %.6f  # %d\n" % (p[0], p[1], p[2], i) for i, p in enumerate(pts))
+EOF2
+"$BIN/deform" retarget transfer --source "$D/source.safetensors" --target "$D/t2.safetensors" \
+    --source-landmarks "$D/landmarks68.txt" --target-landmark-points "$T/t2pts.txt" \
+    --out "$T/t2_pts.safetensors" >"$T/trpts.log" 2>&1
+"$BIN/deform" retarget transfer --source "$D/source.safetensors" --target "$D/t2.safetensors" \
+    --source-landmarks "$D/landmarks68.txt" --target-landmarks "$D/t2_landmarks68.txt" \
+    --landmark-points-both "$T/t2pts.txt" --out "$T/x.safetensors" >/dev/null 2>&1; bad1=$?
+"$BIN/deform" retarget transfer --source "$D/source.safetensors" --target "$D/t2.safetensors" \
+    --source-landmarks "$D/landmarks68.txt" --target-landmarks "$D/t2_landmarks68.txt" \
+    --target-landmark-points "$T/t2pts.txt" --out "$T/x.safetensors" >"$T/trpts2.log" 2>&1; bad2=$?
+printf '1 2 3\n4 5\n' >"$T/badpts.txt"
+"$BIN/deform" retarget transfer --source "$D/source.safetensors" --target "$D/t2.safetensors" \
+    --source-landmarks "$D/landmarks68.txt" --target-landmark-points "$T/badpts.txt" \
+    --out "$T/x.safetensors" >"$T/trpts3.log" 2>&1; bad3=$?
+cmp -s "$T/t2_pts.safetensors" "$T/t2_clone.safetensors" \
+    && grep -q "target landmarks: 68 points snapped to their nearest vertices" "$T/trpts.log" \
+    && [ $bad1 -eq 2 ] && [ $bad2 -eq 2 ] && grep -q "not both" "$T/trpts2.log" \
+    && [ $bad3 -eq 1 ] && grep -q "badpts.txt: line 2: want three numbers x y z" "$T/trpts3.log" \
+    && ok rt-transfer-landmark-points || { cat "$T"/trpts*.log; fail rt-transfer-landmark-points; }
+
+# landmarks picked in Blender (tools/blender/landmarks.py): empties on twelve vertices of the
+# imported avatar (head, teeth and eyes), created out of order and named lm.0 .. lm.11, plus
+# an object the prefix leaves out; the script writes their points in name order in the
+# imported model's frame (glTF Y-up), equal to the vertices' (1e-6 m), and the transfer
+# given them (--target-landmark-points) snaps every one onto a vertex of the model deform
+# import made (farthest < 1e-5 m); Blender's own axes (--axes blender) are told apart by
+# the warning. Skipped without blender.
+if command -v blender >/dev/null 2>&1; then
+    blender -b --factory-startup -noaudio --python-expr "
+import json, numpy as np
+np.bool = bool
+import bpy
+bpy.ops.wm.read_factory_settings(use_empty=True)
+bpy.ops.import_scene.gltf(filepath='$T/avatar.gltf')
+meshes = sorted((o for o in bpy.data.objects if o.type == 'MESH'), key=lambda o: o.name)
+picks = [(o, i) for o in meshes for i in (0, len(o.data.vertices) // 2, len(o.data.vertices) - 1)][:12]
+want = {}
+for k in (7, 3, 11, 0, 9, 1, 5, 10, 2, 8, 4, 6):
+    o, i = picks[k % len(picks)]
+    p = o.matrix_world @ o.data.vertices[i].co
+    e = bpy.data.objects.new('lm.%d' % k, None)
+    e.location = p
+    bpy.context.scene.collection.objects.link(e)
+    want[k] = [p.x, p.z, -p.y]
+bpy.context.scene.collection.objects.link(bpy.data.objects.new('light_rig', None))
+json.dump([want[k] for k in sorted(want)], open('$T/avlm_want.json', 'w'))
+bpy.ops.wm.save_as_mainfile(filepath='$T/avatar_lm.blend')
+" >"$T/bl_lm.log" 2>&1
+    for ax in gltf blender; do
+        blender -b "$T/avatar_lm.blend" --python tools/blender/landmarks.py -- "$T/avlm_$ax.txt" \
+            --axes $ax >>"$T/bl_lm.log" 2>&1
+        "$BIN/deform" retarget transfer --source "$D/source.safetensors" \
+            --target "$T/av/avatar/1/model.safetensors" --method naive-point \
+            --source-landmarks <(head -12 "$D/landmarks68.txt") --target-landmark-points "$T/avlm_$ax.txt" \
+            --out "$T/avlm_$ax.safetensors" >"$T/trlm_$ax.log" 2>&1
+    done
+    far=$(sed -n 's/.*target landmarks: 12 points snapped to their nearest vertices, the farthest by \([^ ]*\) .*/\1/p' "$T/trlm_gltf.log")
+    "$PY" - "$T" "$far" <<'EOF2' && ! grep -q "warning: target landmark" "$T/trlm_gltf.log" && grep -q "warning: target landmark" "$T/trlm_blender.log" \
+        && ok rt-landmarks-from-blender || { cat "$T/bl_lm.log" "$T"/trlm_*.log; fail rt-landmarks-from-blender; }
+import json, sys
+import numpy as np
+T, far = sys.argv[1], float(sys.argv[2])
+want = np.array(json.load(open(T + "/avlm_want.json")))
+got = np.loadtxt(T + "/avlm_gltf.txt")
+err = np.abs(got - want).max()
+print("# Blender landmarks: %d points, %.2g m from the vertices; snapped by at most %.2g m" % (len(got), err, far))
+sys.exit(0 if got.shape == (12, 3) and err < 1e-6 and far < 1e-5 else 1)
+EOF2
+fi
 sed -n 1,20p "$D/t2_landmarks68.txt" >"$T/t2dup.txt"; sed -n 3p "$D/t2_landmarks68.txt" >>"$T/t2dup.txt"
 head -21 "$D/landmarks68.txt" >"$T/srcl21.txt"
 "$BIN/deform" retarget transfer --source "$D/source.safetensors" --target "$D/t2.safetensors" \

@@ -79,6 +79,7 @@ static void usage(FILE *f)
             "           [--components N] --out BASIS.safetensors [--frames-out FRAMES.txt]\n"
             "       deform retarget transfer --source SRC --target MESH --source-landmarks A.txt\n"
             "           --target-landmarks B.txt [--method clone|naive|naive-point|dt] [--local-frames on|off]\n"
+            "           (or --source-landmark-points P.txt, --target-landmark-points Q.txt)\n"
             "           [--refine N] [--align auto|rigid|none] [--correspondence-out C.npy]\n"
             "           --out RIG.safetensors\n");
 }
@@ -157,6 +158,82 @@ static int read_indices(const char *path, int32_t **out, int64_t *n, df_error_t 
     }
     *out = v;
     *n = (int64_t)k;
+    return DF_OK;
+}
+
+/* Landmarks given as points (--source-landmark-points, --target-landmark-points): a
+ * text file of "x y z" lines in the mesh's coordinates ('#' starts a comment), each
+ * snapped to the mesh's nearest vertex; prints how far the farthest moved, in the mesh's
+ * units and its mean edges, and warns beyond 2 mean edges (points in another frame or
+ * unit than the mesh's). *out [*n] OUT: the vertices. */
+static int landmark_points(const char *path, const char *side, const float *pos, int64_t nv,
+                           const int32_t *tri, int64_t nt, int32_t **out, int64_t *n,
+                           df_error_t *err)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) return df_error_set(err, DF_EIO, "%s: %s", path, strerror(errno));
+    char line[1024];
+    int64_t k = 0, cap = 64, ln = 0;
+    int32_t *v = malloc(sizeof *v * (size_t)cap);
+    double far = 0;
+    int64_t far_k = -1;
+    int rc = DF_OK;
+    while (v && fgets(line, sizeof line, f)) {
+        ln++;
+        char *h = strchr(line, '#');
+        if (h) *h = 0;
+        double x[3];
+        char tail[2];
+        int got = sscanf(line, "%lf %lf %lf %1s", &x[0], &x[1], &x[2], tail);
+        if (got <= 0) continue; /* empty or a comment */
+        if (got != 3 || !isfinite(x[0]) || !isfinite(x[1]) || !isfinite(x[2])) {
+            rc = df_error_set(err, DF_EINVAL, "%s: line %lld: want three numbers x y z (a point "
+                                              "in the mesh's coordinates)", path, (long long)ln);
+            break;
+        }
+        if (k == cap) {
+            int32_t *nvp = realloc(v, sizeof *v * (size_t)(cap *= 2));
+            if (!nvp) break;
+            v = nvp;
+        }
+        int64_t best = -1;
+        double bd = INFINITY;
+        for (int64_t i = 0; i < nv; i++) {
+            double d2 = 0;
+            for (int d = 0; d < 3; d++) d2 += (pos[3 * i + d] - x[d]) * (pos[3 * i + d] - x[d]);
+            if (d2 < bd) bd = d2, best = i;
+        }
+        if (best < 0) {
+            rc = df_error_set(err, DF_EINVAL, "%s: the %s mesh has no vertices", path, side);
+            break;
+        }
+        if (sqrt(bd) > far || far_k < 0) far = sqrt(bd), far_k = k;
+        v[k++] = (int32_t)best;
+    }
+    if (!v && !rc) rc = df_error_set(err, DF_ENOMEM, "out of memory");
+    fclose(f);
+    if (rc) {
+        free(v);
+        return rc;
+    }
+    double edge = 0;
+    for (int64_t t = 0; t < nt; t++)
+        for (int c = 0; c < 3; c++) {
+            const float *a = pos + 3 * (int64_t)tri[3 * t + c], *b = pos + 3 * (int64_t)tri[3 * t + (c + 1) % 3];
+            edge += sqrt((a[0] - b[0]) * (a[0] - b[0]) + (a[1] - b[1]) * (a[1] - b[1]) +
+                         (a[2] - b[2]) * (a[2] - b[2]));
+        }
+    edge = nt > 0 ? edge / (double)(3 * nt) : 0;
+    if (k > 0)
+        printf("%s landmarks: %lld points snapped to their nearest vertices, the farthest by "
+               "%.3g (%.2f mean edges, landmark %lld)\n", side, (long long)k, far,
+               edge > 0 ? far / edge : 0.0, (long long)far_k);
+    if (k > 0 && edge > 0 && far > 2 * edge)
+        fprintf(stderr, "deform retarget transfer: warning: %s landmark %lld is %.1f mean edges "
+                        "from the nearest vertex: points in another frame or unit than the "
+                        "mesh's?\n", side, (long long)far_k, far / edge);
+    *out = v;
+    *n = k;
     return DF_OK;
 }
 
@@ -1564,6 +1641,7 @@ enum { TRANSFER_REFINE_CLONE = 5, TRANSFER_REFINE_DT = 0 };
 static int cmd_transfer(int argc, char **argv)
 {
     const char *src_arg = NULL, *tgt_arg = NULL, *lms = NULL, *lmt = NULL, *out = NULL;
+    const char *pts_s = NULL, *pts_t = NULL; /* landmarks as points */
     const char *method = "clone", *frames = "on", *refine_arg = NULL, *corr_out = NULL;
     const char *align_arg = "auto";
     for (int i = 1; i < argc; i++) {
@@ -1573,6 +1651,8 @@ static int cmd_transfer(int argc, char **argv)
         else if (!strcmp(a, "--target") && more) tgt_arg = argv[++i];
         else if (!strcmp(a, "--source-landmarks") && more) lms = argv[++i];
         else if (!strcmp(a, "--target-landmarks") && more) lmt = argv[++i];
+        else if (!strcmp(a, "--source-landmark-points") && more) pts_s = argv[++i];
+        else if (!strcmp(a, "--target-landmark-points") && more) pts_t = argv[++i];
         else if (!strcmp(a, "--method") && more) method = argv[++i];
         else if (!strcmp(a, "--local-frames") && more) frames = argv[++i];
         else if (!strcmp(a, "--refine") && more) refine_arg = argv[++i];
@@ -1626,9 +1706,18 @@ static int cmd_transfer(int argc, char **argv)
         return 2;
     }
     const int naive = mt == DF_RT_NAIVE || mt == DF_RT_NAIVE_POINT;
-    if (!src_arg || !tgt_arg || !out || (!naive && (!lms || !lmt))) {
+    if ((lms && pts_s) || (lmt && pts_t)) {
+        fprintf(stderr, "deform retarget transfer: give a side's landmarks as vertices "
+                        "(--source-landmarks, --target-landmarks) or as points "
+                        "(--source-landmark-points, --target-landmark-points), not both\n");
+        return 2;
+    }
+    const int have_s = lms || pts_s, have_t = lmt || pts_t;
+    if (!src_arg || !tgt_arg || !out || (!naive && (!have_s || !have_t)) || have_s != have_t) {
         fprintf(stderr, "deform retarget transfer: --source, --target, --out and (except for "
-                        "the naive copies) --source-landmarks, --target-landmarks are required\n");
+                        "the naive copies) the landmarks of both sides (--source-landmarks or "
+                        "--source-landmark-points, --target-landmarks or "
+                        "--target-landmark-points) are required\n");
         return 2;
     }
     df_error_t err = {0};
@@ -1657,7 +1746,12 @@ static int cmd_transfer(int argc, char **argv)
         DIE("%s: no triangles (the target's surface is needed)", tgt_arg);
     if (mt != DF_RT_NAIVE && st_tri->shape[0] < 1)
         DIE("%s: no triangles (the source's surface is needed)", src_arg);
-    if (lms && (read_indices(lms, &ls, &nls, &err) || read_indices(lmt, &lt, &nlt, &err)))
+    if ((lms && read_indices(lms, &ls, &nls, &err)) ||
+        (pts_s && landmark_points(pts_s, "source", src.pos, src.N, st_tri->data, st_tri->shape[0],
+                                  &ls, &nls, &err)) ||
+        (lmt && read_indices(lmt, &lt, &nlt, &err)) ||
+        (pts_t && landmark_points(pts_t, "target", tp->data, tp->shape[0], tt->data, tt->shape[0],
+                                  &lt, &nlt, &err)))
         DIE("%s", err.msg);
     if (nls != nlt) DIE("%lld source landmarks but %lld target landmarks", (long long)nls, (long long)nlt);
     df__rt_mesh_t sm = {src.N, st_tri->shape[0], src.M, src.pos, st_tri->data, src.deltas};
