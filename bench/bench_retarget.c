@@ -2,7 +2,7 @@
  * model beside its target's own rigged evaluation, in one run.
  *
  *   build/bench/bench_retarget RETARGET.safetensors TARGET.safetensors
- *       MARKERS.npy [--batch B] [--seconds S] [--params JSON]
+ *       MARKERS.npy [--batch B] [--seconds S] [--params JSON] [--normals]
  *
  * One OpenBLAS thread (the daemon's setting). For the same poses at batch B
  * (default 64), through df_model_evaluate (the served path), in alternation
@@ -18,7 +18,8 @@
  * relative to the target's own evaluation, from the best rounds, from the
  * medians, and paired: per turn, our batch against the target's batch run
  * beside it (median and quartiles of those ratios: what a VM's drifting
- * speed does not move).
+ * speed does not move). --normals: the variants that output positions
+ * output normals too (what a renderer asks for), the target alone as well.
  */
 #include "df.h"
 
@@ -58,6 +59,7 @@ typedef struct variant {
     float *st;    /* [2, B, ns]: read one half, write the other */
     int64_t step; /* batches run */
     int64_t f;    /* the next frame (cold variants) */
+    int out_nrm;  /* normals with positions (--normals), or -1 */
 } variant_t;
 
 static int cmp_d(const void *a, const void *b)
@@ -74,6 +76,9 @@ static double pct(const variant_t *v, double q) /* of the sorted batch times */
 
 /* one batch of variant v (its next B poses); records and returns the CPU
  * time per pose */
+static float *g_nrm; /* [B, N3] normals, with --normals */
+static float **g_pn;
+
 static double one_batch(variant_t *v, int B, int64_t F, float *pos, float *tw, int64_t N3,
                         int64_t Mt, df_scratch_t *scr, const float **pin, const float **psi,
                         float **pp, float **pt, float **pso)
@@ -93,6 +98,7 @@ static double one_batch(variant_t *v, int B, int64_t F, float *pos, float *tw, i
         pin[p] = v->src + fr * v->per;
         pp[p] = pos + (size_t)p * N3;
         pt[p] = tw + (size_t)p * Mt;
+        if (g_nrm) g_pn[p] = g_nrm + (size_t)p * N3;
         if (v->seq) {
             psi[p] = v->st + ((size_t)(v->step & 1) * B + p) * v->ns;
             pso[p] = v->st + ((size_t)(~v->step & 1) * B + p) * v->ns;
@@ -104,6 +110,7 @@ static double one_batch(variant_t *v, int B, int64_t F, float *pos, float *tw, i
     b.in[v->in] = pin;
     if (v->out_pos >= 0) b.out[v->out_pos] = pp;
     if (v->out_w >= 0) b.out[v->out_w] = pt;
+    if (v->out_pos >= 0 && v->out_nrm >= 0 && g_nrm) b.out[v->out_nrm] = g_pn;
     if (v->seq) {
         b.in[v->in_st] = psi;
         b.out[v->out_st] = pso;
@@ -134,16 +141,22 @@ int main(int argc, char **argv)
 {
     if (argc < 4) {
         fprintf(stderr, "usage: bench_retarget RETARGET.safetensors TARGET.safetensors "
-                        "MARKERS.npy [--batch B] [--seconds S] [--params JSON]\n");
+                        "MARKERS.npy [--batch B] [--seconds S] [--params JSON] [--normals]\n");
         return 2;
     }
     int B = 64;
     double seconds = 0.4;
     const char *params = NULL;
-    for (int i = 4; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--batch")) B = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--seconds")) seconds = atof(argv[i + 1]);
-        else if (!strcmp(argv[i], "--params")) params = argv[i + 1];
+    int normals = 0;
+    for (int i = 4; i < argc; i++) {
+        if (!strcmp(argv[i], "--normals")) normals = 1;
+        else if (i + 1 < argc && !strcmp(argv[i], "--batch")) B = atoi(argv[++i]);
+        else if (i + 1 < argc && !strcmp(argv[i], "--seconds")) seconds = atof(argv[++i]);
+        else if (i + 1 < argc && !strcmp(argv[i], "--params")) params = argv[++i];
+        else {
+            fprintf(stderr, "bench_retarget: unknown or incomplete option '%s'\n", argv[i]);
+            return 2;
+        }
     }
     if (B < 1 || B > 4096 || !(seconds > 0)) {
         fprintf(stderr, "bench_retarget: bad --batch or --seconds\n");
@@ -209,6 +222,16 @@ int main(int argc, char **argv)
         return 1;
     }
     const int64_t ns = df_model_input(rt, ist)->shape[0];
+    const int rn = df_model_find_output(rt, "normals"), tn = df_model_find_output(tg, "normals");
+    if (normals) {
+        if (rn < 0 || tn < 0) {
+            fprintf(stderr, "bench_retarget: --normals: a model has no normals output\n");
+            return 1;
+        }
+        g_nrm = malloc(sizeof(float) * (size_t)(B * N3));
+        g_pn = malloc(sizeof *g_pn * (size_t)B);
+        if (!g_nrm || !g_pn) return 1;
+    }
     enum { NV = 6 };
     variant_t v[NV] = {
         {"markers -> positions", rt, im, X, K * 3, df_model_find_output(rt, "positions"), -1, 0,
@@ -223,6 +246,7 @@ int main(int argc, char **argv)
         {"markers -> target_weights, sequences", rt, im, X, K * 3, -1, ot, 0, NULL, 0, 0, 1,
          ist, ost, ns},
     };
+    for (int i = 0; i < NV; i++) v[i].out_nrm = normals ? (v[i].m == tg ? tn : rn) : -1;
     for (int i = 0; i < NV; i++) {
         if (!v[i].seq) continue;
         v[i].st = malloc(sizeof(float) * (size_t)(2 * B * ns));
@@ -256,9 +280,10 @@ int main(int argc, char **argv)
     paired(&v[4], &v[2], ps);
     paired(&v[3], &v[2], pw);
     printf("retarget bench: %lld target vertices, %lld source controls, %lld target shapes, "
-           "%lld markers, batch %d, 1 thread, %lld frames cycled, best of 5 x %.1f s CPU%s%s\n",
+           "%lld markers, batch %d, 1 thread, %lld frames cycled, best of 5 x %.1f s CPU%s%s%s\n",
            (long long)N, (long long)Ms, (long long)Mt, (long long)K, B, (long long)F, seconds,
-           params ? ", parameters " : "", params ? params : "");
+           params ? ", parameters " : "", params ? params : "",
+           normals ? ", positions with normals" : "");
     printf("  %-36s %10s %9s | CPU us/pose of each batch: %6s %6s %6s %6s\n", "", "poses/s",
            "us/pose", "p10", "p50", "p90", "p99");
     for (int i = 0; i < NV; i++) {
@@ -294,5 +319,7 @@ int main(int argc, char **argv)
     free(TW);
     free(pos);
     free(tw);
+    free(g_nrm);
+    free(g_pn);
     return 0;
 }

@@ -7,7 +7,8 @@
 # (tools/retarget/make_data.py build, deform retarget build --map clone
 # --markers), rebuilt when bin/deform is newer. Markers: the held-out
 # performance (1000 frames) with 0 and 1 mm noise, and 1 mm with the
-# marker_lambda docs/retarget.md recommends for it. Batch: $BATCH (64).
+# marker_lambda docs/retarget.md recommends for it, and at 1 mm with normals
+# output as well (by both). Batch: $BATCH (64).
 set -eu
 cd "$(dirname "$0")/.."
 B=${B:-build}
@@ -32,6 +33,10 @@ for n in 0 1; do
     "$B/bench/bench_retarget" "$OUT/repo/t1/1/model.safetensors" "$OUT/t1.safetensors" \
         "$OUT/perf_test_markers_${n}mm.npy" --batch "$BATCH"
 done
+# what a renderer asks for: positions with normals, from both
+echo "== markers with 1 mm noise, positions and normals"
+"$B/bench/bench_retarget" "$OUT/repo/t1/1/model.safetensors" "$OUT/t1.safetensors" \
+    "$OUT/perf_test_markers_1mm.npy" --batch "$BATCH" --normals
 # the setting docs/retarget.md recommends for a tracker of about 1 mm noise
 echo "== markers with 1 mm noise, parameters {\"marker_lambda\": 0.1}"
 "$B/bench/bench_retarget" "$OUT/repo/t1/1/model.safetensors" "$OUT/t1.safetensors" \

@@ -172,7 +172,7 @@ static int landmark_points(const char *path, const char *side, const float *pos,
 {
     FILE *f = fopen(path, "r");
     if (!f) return df_error_set(err, DF_EIO, "%s: %s", path, strerror(errno));
-    char line[1024];
+    char line[4096];
     int64_t k = 0, cap = 64, ln = 0;
     int32_t *v = malloc(sizeof *v * (size_t)cap);
     double far = 0;
@@ -180,6 +180,11 @@ static int landmark_points(const char *path, const char *side, const float *pos,
     int rc = DF_OK;
     while (v && fgets(line, sizeof line, f)) {
         ln++;
+        if (!strchr(line, '\n') && !feof(f)) {
+            rc = df_error_set(err, DF_EINVAL, "%s: line %lld: longer than %zu bytes", path,
+                              (long long)ln, sizeof line - 2);
+            break;
+        }
         char *h = strchr(line, '#');
         if (h) *h = 0;
         double x[3];
