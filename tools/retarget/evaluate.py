@@ -430,22 +430,20 @@ def t2_tables(D, w, dform, build, apply, src, lm, Wt, height_mm):
     print("| method | mean mm | max mm | mean % | max % | transfer time |")
     print("|---|---|---|---|---|---|")
     rows, corr = [], {}
-    for label, meth, frames, refine in (
-            ("naive copy (nearest vertex)", "naive", "on", None),
-            ("naive copy (nearest point of the surface)", "naive-point", "on", None),
+    for label, meth, frames, refine, align in (
+            ("naive copy (nearest vertex)", "naive", "on", None, "auto"),
+            ("naive copy (nearest point of the surface)", "naive-point", "on", None, "auto"),
             ("naive copy (nearest point), after the landmarks' rigid alignment (`--align rigid`)",
-             "naive-point", "rigid", None),
-            ("expression cloning, landmark warp alone (`--refine 0`)", "clone", "on", 0),
-            ("expression cloning (`--refine 5`, the default)", "clone", "on", 5),
+             "naive-point", "on", None, "rigid"),
+            ("expression cloning, landmark warp alone (`--refine 0`)", "clone", "on", 0, "auto"),
+            ("expression cloning (`--refine 5`, the default)", "clone", "on", 5, "auto"),
             ("expression cloning, displacements unturned (`--local-frames off --refine 0`)",
-             "clone", "off", 0),
+             "clone", "off", 0, "auto"),
             ("expression cloning, displacements unturned (`--local-frames off`)", "clone", "off",
-             5),
-            ("deformation transfer (`--refine 0`, the default)", "dt", "on", 0),
-            ("deformation transfer, refined (`--refine 5`)", "dt", "on", 5)):
-        tag = "t2_%s_%s_%s" % (meth, frames, refine)
-        align = "rigid" if frames == "rigid" else "auto"
-        frames = "on" if frames == "rigid" else frames
+             5, "auto"),
+            ("deformation transfer (`--refine 0`, the default)", "dt", "on", 0, "auto"),
+            ("deformation transfer, refined (`--refine 5`)", "dt", "on", 5, "auto")):
+        tag = "t2_%s_%s_%s_%s" % (meth, frames, refine, align)
         cmd = [dform, "retarget", "transfer", "--source", src, "--target", w("t2.safetensors"),
                "--source-landmarks", lm, "--target-landmarks", w("t2_landmarks68.txt"),
                "--method", meth, "--local-frames", frames, "--align", align,
