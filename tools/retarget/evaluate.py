@@ -133,6 +133,38 @@ def t2_exact(D):
     out = {"cloning": np.einsum('vij,mvj->mvi', sc[:, None, None] * R, d),
            "cloning, rotation only": np.einsum('vij,mvj->mvi', R, d),
            "cloning, scale only": sc[None, :, None] * d}
+    # the paper's scale: the ratio of the bounding boxes of the triangles
+    # sharing the vertex, per axis of the local frame (tangents as
+    # rt_transfer.c's, the normal); the source's ring is T2's 1-ring at its
+    # corresponding points, turned into the target's frame. Along the normal
+    # a ring's extent is its curvature, not its size: also with the tangent
+    # ratios' geometric mean there, and the isotropic ratio of the tangent
+    # boxes' diagonals.
+    Nt = vertex_normals(V2, T2)
+    ring = [{v} for v in range(n)]
+    for f in T2:
+        for v in f:
+            ring[v].update(f.tolist())
+    Fr, S3, Sn, iso = np.zeros((n, 3, 3)), np.ones((n, 3)), np.ones((n, 3)), np.ones(n)
+    for v in range(n):
+        a = np.array([1.0, 0, 0]) if abs(Nt[v, 0]) <= 0.9 else np.array([0, 1.0, 0])
+        t1 = np.cross(Nt[v], a)
+        t1 /= np.linalg.norm(t1)
+        Fr[v] = t1, np.cross(Nt[v], t1), Nt[v]
+        r = np.array(sorted(ring[v]))
+        et = np.ptp((V2[r] - V2[v]) @ Fr[v].T, axis=0)
+        es = np.ptp((P[r] - P[v]) @ R[v].T @ Fr[v].T, axis=0)
+        if (es > 0).all():
+            Sn[v] = et / es
+            S3[v, :2] = et[:2] / es[:2]
+            S3[v, 2] = np.sqrt(S3[v, 0] * S3[v, 1])
+            iso[v] = np.sqrt((et[:2] ** 2).sum() / (es[:2] ** 2).sum())
+    turned = out["cloning, rotation only"]
+    out["cloning, the paper's scale (1-ring boxes, per axis, the normal's own)"] = np.einsum(
+        'vji,mvj->mvi', Fr, np.einsum('vij,mvj->mvi', Fr, turned) * Sn[None])
+    out["cloning, the paper's scale (1-ring boxes, per axis)"] = np.einsum(
+        'vji,mvj->mvi', Fr, np.einsum('vij,mvj->mvi', Fr, turned) * S3[None])
+    out["cloning, the paper's scale (1-ring boxes, isotropic)"] = iso[None, :, None] * turned
     # deformation transfer: the target triangles' gradients from the source
     # triangles spanned by their corners' points; cotangent system, the
     # vertices over source surface no shape moves held (as rt_transfer.c)
@@ -495,7 +527,10 @@ def t2_tables(D, w, dform, build, apply, src, lm, Wt, height_mm):
     print("| method | mean mm | max mm | mean % | max % |")
     print("|---|---|---|---|---|")
     for label in ("carried unturned", "cloning, rotation only", "cloning, scale only",
-                  "cloning", "deformation transfer"):
+                  "cloning", "cloning, the paper's scale (1-ring boxes, per axis, the normal's own)",
+                  "cloning, the paper's scale (1-ring boxes, per axis)",
+                  "cloning, the paper's scale (1-ring boxes, isotropic)",
+                  "deformation transfer"):
         d = np.linalg.norm((Wt @ (ex[label] - t2d.reshape(ex[label].shape)).reshape(
             m, -1)).reshape(F, -1, 3), axis=2) * 10
         print("| %s | %.3f | %.2f | %.3f | %.2f |" % (label, d.mean(), d.max(),
