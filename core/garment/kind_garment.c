@@ -447,14 +447,20 @@ static int g_load(df_model_t *m, const df_st_t *st, const char *params, const df
     for (int64_t v = 0; v < G; v++) {
         double sum = 0;
         for (int64_t r = 0; r < R; r++) {
-            if (!(rg[v * R + r] >= 0))
+            if (!(rg[v * R + r] >= 0)) {
+                free(sw);
+                free(sjp);
                 return E(DF_EFORMAT, "tensor 'garment/regions': vertex %lld region %lld: "
                                      "negative weight", (long long)v, (long long)r);
+            }
             sum += rg[v * R + r];
         }
-        if (!(fabs(sum - 1.0) <= 1e-3))
+        if (!(fabs(sum - 1.0) <= 1e-3)) {
+            free(sw);
+            free(sjp);
             return E(DF_EFORMAT, "tensor 'garment/regions': vertex %lld: weights sum to %.6g "
                                  "(must be 1 within 1e-3)", (long long)v, sum);
+        }
     }
     /* the stored order, then everything per vertex in it */
     g->perm = region_order(rg, G, R);

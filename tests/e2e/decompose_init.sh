@@ -50,15 +50,17 @@ W=$T/init.safetensors
     && grep -q "step 300/300" "$T/train.log" && [ -s "$W" ] \
     && ok dec-init-train || { cat "$T/train.log" "$T/train.txt"; fail dec-init-train; }
 cat "$T/train.txt"
-# far above chance on the training sequences (columns: proto acc net / raw, ARI, largest bone)
+# far above chance on the training sequences (columns: proto acc net / raw, ARI, largest bone):
+# at least 0.7 and 2.5x the largest bone's share on each (measured 0.79-0.99 and 2.8-3.6x; the
+# accuracy moves by about 0.01 with the build's floating-point order, -O1 against -O3)
 "$PY" - "$T/train.txt" <<'EOF' && ok dec-init-learns || fail dec-init-learns
 import sys
 rows = [l.split("|") for l in open(sys.argv[1]) if l.startswith("train ")]
 good = 0
 for r in rows:
     acc, big = float(r[-3].split("/")[0]), float(r[-1])  # clip names may hold "|"
-    good += acc >= 0.8 and acc >= 2 * big
-print("%d of %d training sequences above 0.8 and twice the largest bone's share" % (good, len(rows)))
+    good += acc >= 0.7 and acc >= 2.5 * big
+print("%d of %d training sequences above 0.7 and 2.5x the largest bone's share" % (good, len(rows)))
 sys.exit(0 if rows and good == len(rows) else 1)
 EOF
 "$D" decompose train-init --score "$W" "$S/test/walk.safetensors" >"$T/score.txt" 2>&1 \

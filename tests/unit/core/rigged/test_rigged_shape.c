@@ -554,10 +554,11 @@ static void test_shape_bad_models(void)
         df_model_unref(&m);
     }
     /* the writer refuses shapes without deltas */
+    float *kept = s.d.shape_deltas;
     s.d.shape_deltas = NULL;
     df_error_t err = {0};
     DF_CHECK(df_rigged_write(&s.d, tmp_path("nodeltas"), &err) == DF_EINVAL);
-    s.d.shape_deltas = malloc(4);
+    s.d.shape_deltas = kept;
     src_free(&s);
 }
 
