@@ -220,6 +220,22 @@ typedef struct df__rt_progress {
  * centimetres. */
 double df__rt_size_ratio(const float *ls, const float *lt, int64_t L);
 
+/* Expression cloning's local frames (local_frames of df__rt_transfer):
+ * how a source displacement d at source point p becomes the target's.
+ * Where the warp folds (its Jacobian's determinant not positive, or its
+ * scale beyond 10x the landmarks' size ratio either way) the warp's modes
+ * take the normals' turn and that size ratio. */
+typedef enum df__rt_frames {
+    DF_RT_FRAMES_OFF = 0,        /* d as it is (the correspondence alone) */
+    DF_RT_FRAMES_NORMALS = 1,    /* turned from the source's normal onto the target's (Noh &
+                                    Neumann), scaled by the warp's local scale */
+    DF_RT_FRAMES_SIMILARITY = 2, /* turned by the rotation of the warp's Jacobian (its polar
+                                    factor), scaled by the warp's local scale */
+    DF_RT_FRAMES_WARP = 3,       /* w(p + d) - w(p), w the correspondence's warp: the
+                                    target's local stretch per direction (its Jacobian J d
+                                    for a small d) */
+} df__rt_frames_t;
+
 typedef enum df__rt_align {
     DF_RT_ALIGN_AUTO = 0,  /* into the source's frame when the frames clearly differ */
     DF_RT_ALIGN_RIGID = 1, /* always into the source's frame */

@@ -31,8 +31,16 @@
  *    paper's scale is the ratio of the local bounding boxes; that assumes
  *    meshes of similar resolution, which a remeshed target is not, so the
  *    warp's own scale stands in for it (where the warp folds, the landmarks' size ratio,
- *    which carries a change of units). local_frames = 0 carries the
- *    displacement unchanged (correspondence only).
+ *    which carries a change of units). That is local_frames =
+ *    DF_RT_FRAMES_NORMALS, the paper's frames. The default,
+ *    DF_RT_FRAMES_WARP, carries each displaced source point through the
+ *    correspondence's own warp: w(p + d) - w(p) (first order: the warp's
+ *    Jacobian J d, which turns and stretches per direction as the target
+ *    differs locally; exact for a target that is the source under a smooth
+ *    map the warp reproduces). DF_RT_FRAMES_SIMILARITY turns by J's polar
+ *    rotation and scales by the local scale; where the warp folds both
+ *    take the normals' frames. DF_RT_FRAMES_OFF carries the displacement
+ *    unchanged (correspondence only).
  *  - Naive copies, no warp: the displacement of the nearest source vertex,
  *    or interpolated at the nearest point of the source surface (the
  *    closest points below without the facing test).
@@ -376,6 +384,26 @@ static void rot_between(const double *a, const double *b, double *R)
         }
     double f = 1 / (1 + c);
     for (int i = 0; i < 9; i++) R[i] = (i % 4 == 0) + K[i] + K2[i] * f;
+}
+
+/* the rotation factor of J (row-major, det J > 0): R = J (J'J)^-1/2, the
+ * rotation nearest J (polar decomposition), from the eigenvectors of J'J */
+static void polar_rotation(const double *J, double *R)
+{
+    double A[9], V[9], H[9];
+    for (int a = 0; a < 3; a++)
+        for (int b = 0; b < 3; b++)
+            A[3 * a + b] = J[a] * J[b] + J[3 + a] * J[3 + b] + J[6 + a] * J[6 + b];
+    df__rt_eig_sym(A, 3, V);
+    double il[3];
+    for (int k = 0; k < 3; k++) il[k] = A[4 * k] > 0 ? 1 / sqrt(A[4 * k]) : 0;
+    for (int a = 0; a < 3; a++) /* H = V diag(il) V' = (J'J)^-1/2 */
+        for (int b = 0; b < 3; b++)
+            H[3 * a + b] = V[3 * a] * il[0] * V[3 * b] + V[3 * a + 1] * il[1] * V[3 * b + 1] +
+                           V[3 * a + 2] * il[2] * V[3 * b + 2];
+    for (int a = 0; a < 3; a++)
+        for (int b = 0; b < 3; b++)
+            R[3 * a + b] = J[3 * a] * H[b] + J[3 * a + 1] * H[3 + b] + J[3 * a + 2] * H[6 + b];
 }
 
 /* ------------------------------------------------------ correspondence */
@@ -933,16 +961,30 @@ static int transfer(const df__rt_mesh_t *s, const df__rt_mesh_t *t, const int32_
             double det = J[0] * (J[4] * J[8] - J[5] * J[7]) - J[1] * (J[3] * J[8] - J[5] * J[6]) +
                          J[2] * (J[3] * J[7] - J[4] * J[6]);
             double sc = cbrt(fabs(det));
-            /* a folded warp: the landmarks' size ratio (units included) */
-            if (!(sc > 0.1 * sg && sc < 10 * sg)) sc = sg;
-            if (!local_frames) { /* the displacement as it is */
+            /* a folded warp: the landmarks' size ratio (units included),
+             * and the normals' turn for the warp's frames */
+            const int folded = !(sc > 0.1 * sg && sc < 10 * sg);
+            if (folded) sc = sg;
+            const int turned_over = folded || !(det > 0);
+            if (local_frames == DF_RT_FRAMES_OFF) { /* the displacement as it is */
                 sc = 1;
                 for (int i = 0; i < 9; i++) R[i] = (i % 4 == 0);
+            } else if (local_frames == DF_RT_FRAMES_SIMILARITY && !turned_over) {
+                polar_rotation(J, R); /* the warp's own turn */
             }
+            /* the displaced source point through the warp itself */
+            const int through = local_frames == DF_RT_FRAMES_WARP && !turned_over;
             for (int64_t j = 0; j < M; j++) {
                 double m[3] = {0, 0, 0};
                 for (int k = 0; k < 3; k++)
                     for (int d = 0; d < 3; d++) m[d] += b[k] * s->deltas[(j * ns + f[k]) * 3 + d];
+                if (through) {
+                    double x2[3], w2[3];
+                    for (int d = 0; d < 3; d++) x2[d] = Pv[3 * q + d] + m[d];
+                    df__rt_rbf_eval(ls, nc, coef, x2, w2, NULL);
+                    for (int d = 0; d < 3; d++) out[(j * nt + q) * 3 + d] = (float)(w2[d] - wx[d]);
+                    continue;
+                }
                 for (int d = 0; d < 3; d++)
                     out[(j * nt + q) * 3 + d] =
                         (float)(sc * (R[3 * d] * m[0] + R[3 * d + 1] * m[1] + R[3 * d + 2] * m[2]));

@@ -15,7 +15,7 @@
  *       --performance X.npy [--components N] --out BASIS.safetensors
  *       [--frames-out FRAMES.txt]
  *   deform retarget transfer --source SRC --target MESH --source-landmarks A.txt
- *       --target-landmarks B.txt [--method clone|naive|naive-point|dt] [--local-frames on|off]
+ *       --target-landmarks B.txt [--method clone|naive|naive-point|dt] [--local-frames warp|normals|similarity|off]
  *       [--refine N] [--align auto|rigid|none] [--correspondence-out C.npy] --out RIG.safetensors
  *
  * DESIGN
@@ -78,7 +78,7 @@ static void usage(FILE *f)
             "       deform retarget keyframes --source SRC --markers INDICES.txt --performance X.npy\n"
             "           [--components N] --out BASIS.safetensors [--frames-out FRAMES.txt]\n"
             "       deform retarget transfer --source SRC --target MESH --source-landmarks A.txt\n"
-            "           --target-landmarks B.txt [--method clone|naive|naive-point|dt] [--local-frames on|off]\n"
+            "           --target-landmarks B.txt [--method clone|naive|naive-point|dt] [--local-frames warp|normals|similarity|off]\n"
             "           (or --source-landmark-points P.txt, --target-landmark-points Q.txt)\n"
             "           [--refine N] [--align auto|rigid|none] [--correspondence-out C.npy]\n"
             "           --out RIG.safetensors\n");
@@ -1647,7 +1647,7 @@ static int cmd_transfer(int argc, char **argv)
 {
     const char *src_arg = NULL, *tgt_arg = NULL, *lms = NULL, *lmt = NULL, *out = NULL;
     const char *pts_s = NULL, *pts_t = NULL; /* landmarks as points */
-    const char *method = "clone", *frames = "on", *refine_arg = NULL, *corr_out = NULL;
+    const char *method = "clone", *frames = "warp", *refine_arg = NULL, *corr_out = NULL;
     const char *align_arg = "auto";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -1688,8 +1688,14 @@ static int cmd_transfer(int argc, char **argv)
         fprintf(stderr, "deform retarget transfer: --align must be auto, rigid or none\n");
         return 2;
     }
-    if (strcmp(frames, "on") && strcmp(frames, "off")) {
-        fprintf(stderr, "deform retarget transfer: --local-frames must be on or off\n");
+    df__rt_frames_t lf;
+    if (!strcmp(frames, "on") || !strcmp(frames, "normals")) lf = DF_RT_FRAMES_NORMALS;
+    else if (!strcmp(frames, "similarity")) lf = DF_RT_FRAMES_SIMILARITY;
+    else if (!strcmp(frames, "warp")) lf = DF_RT_FRAMES_WARP;
+    else if (!strcmp(frames, "off")) lf = DF_RT_FRAMES_OFF;
+    else {
+        fprintf(stderr, "deform retarget transfer: --local-frames must be warp, normals (or on), "
+                        "similarity or off\n");
         return 2;
     }
     int refine = mt == DF_RT_DT ? TRANSFER_REFINE_DT : TRANSFER_REFINE_CLONE;
@@ -1773,7 +1779,7 @@ static int cmd_transfer(int argc, char **argv)
     }
     /* displacements carried at the source's size onto a target of another size (units):
      * say so before the work */
-    if (ls && nls >= 2 && (naive || strcmp(frames, "on"))) {
+    if (ls && nls >= 2 && (naive || lf == DF_RT_FRAMES_OFF)) {
         float *ps = malloc(sizeof(float) * (size_t)(3 * nls)), *pt = malloc(sizeof(float) * (size_t)(3 * nls));
         int in = ps && pt;
         for (int64_t i = 0; in && i < nls; i++) {
@@ -1795,7 +1801,7 @@ static int cmd_transfer(int argc, char **argv)
     double t0 = df__now_s();
     tprog_t tpr = {t0, t0, t0, ""};
     df__rt_progress_t pg = {transfer_progress, &tpr};
-    if (df__rt_transfer(&sm, &tm, ls, lt, nls, mt, !strcmp(frames, "on"), refine, align, &turned, D, ctri, cbary,
+    if (df__rt_transfer(&sm, &tm, ls, lt, nls, mt, (int)lf, refine, align, &turned, D, ctri, cbary,
                         &rounds, &pg, &err))
         DIE("%s", err.msg);
     df_rigged_data_t d;

@@ -130,9 +130,9 @@ def t2_exact(D):
     sc = np.cbrt(np.abs(np.linalg.det(J)))
     sc = np.where((sc > 0.1) & (sc < 10), sc, 1)
     R = rotations_between(vertex_normals(P, T2), vertex_normals(V2, T2))
-    out = {"cloning": np.einsum('vij,mvj->mvi', sc[:, None, None] * R, d),
-           "cloning, rotation only": np.einsum('vij,mvj->mvi', R, d),
-           "cloning, scale only": sc[None, :, None] * d}
+    out = {"cloning, the paper's frames": np.einsum('vij,mvj->mvi', sc[:, None, None] * R, d),
+           "cloning, the normals' turn only": np.einsum('vij,mvj->mvi', R, d),
+           "cloning, the warp's scale only": sc[None, :, None] * d}
     # the paper's scale: the ratio of the bounding boxes of the triangles
     # sharing the vertex, per axis of the local frame (tangents as
     # rt_transfer.c's, the normal); the source's ring is T2's 1-ring at its
@@ -159,7 +159,16 @@ def t2_exact(D):
             S3[v, :2] = et[:2] / es[:2]
             S3[v, 2] = np.sqrt(S3[v, 0] * S3[v, 1])
             iso[v] = np.sqrt((et[:2] ** 2).sum() / (es[:2] ** 2).sum())
-    turned = out["cloning, rotation only"]
+    turned = out["cloning, the normals' turn only"]
+    # the warp's frames: each displaced source point through the landmark
+    # warp (w(P + d) - w(P)); the similarity: J's polar rotation and its scale
+    w0, _ = rbf_warp(src[D["landmarks"]], V2[D["t2_landmarks"]], P)
+    out["cloning, the warp's frames"] = np.stack([
+        rbf_warp(src[D["landmarks"]], V2[D["t2_landmarks"]], P + d[j])[0] - w0
+        for j in range(m)])
+    U, _, Vt = np.linalg.svd(J)
+    out["cloning, the warp's turn and scale"] = np.einsum(
+        'vij,mvj->mvi', sc[:, None, None] * (U @ Vt), d)
     out["cloning, the paper's scale (1-ring boxes, per axis, the normal's own)"] = np.einsum(
         'vji,mvj->mvi', Fr, np.einsum('vij,mvj->mvi', Fr, turned) * Sn[None])
     out["cloning, the paper's scale (1-ring boxes, per axis)"] = np.einsum(
@@ -463,18 +472,26 @@ def t2_tables(D, w, dform, build, apply, src, lm, Wt, height_mm):
     print("|---|---|---|---|---|---|")
     rows, corr = [], {}
     for label, meth, frames, refine, align in (
-            ("naive copy (nearest vertex)", "naive", "on", None, "auto"),
-            ("naive copy (nearest point of the surface)", "naive-point", "on", None, "auto"),
+            ("naive copy (nearest vertex)", "naive", "warp", None, "auto"),
+            ("naive copy (nearest point of the surface)", "naive-point", "warp", None, "auto"),
             ("naive copy (nearest point), after the landmarks' rigid alignment (`--align rigid`)",
-             "naive-point", "on", None, "rigid"),
-            ("expression cloning, landmark warp alone (`--refine 0`)", "clone", "on", 0, "auto"),
-            ("expression cloning (`--refine 5`, the default)", "clone", "on", 5, "auto"),
+             "naive-point", "warp", None, "rigid"),
+            ("expression cloning, landmark warp alone (`--refine 0`)", "clone", "warp", 0,
+             "auto"),
+            ("expression cloning (the warp's frames, `--refine 5`: the defaults)", "clone",
+             "warp", 5, "auto"),
+            ("expression cloning, the paper's frames (`--local-frames normals --refine 0`)",
+             "clone", "normals", 0, "auto"),
+            ("expression cloning, the paper's frames (`--local-frames normals`)", "clone",
+             "normals", 5, "auto"),
+            ("expression cloning, the warp's turn and scale (`--local-frames similarity`)",
+             "clone", "similarity", 5, "auto"),
             ("expression cloning, displacements unturned (`--local-frames off --refine 0`)",
              "clone", "off", 0, "auto"),
             ("expression cloning, displacements unturned (`--local-frames off`)", "clone", "off",
              5, "auto"),
-            ("deformation transfer (`--refine 0`, the default)", "dt", "on", 0, "auto"),
-            ("deformation transfer, refined (`--refine 5`)", "dt", "on", 5, "auto")):
+            ("deformation transfer (`--refine 0`, the default)", "dt", "warp", 0, "auto"),
+            ("deformation transfer, refined (`--refine 5`)", "dt", "warp", 5, "auto")):
         tag = "t2_%s_%s_%s_%s" % (meth, frames, refine, align)
         cmd = [dform, "retarget", "transfer", "--source", src, "--target", w("t2.safetensors"),
                "--source-landmarks", lm, "--target-landmarks", w("t2_landmarks68.txt"),
@@ -526,8 +543,10 @@ def t2_tables(D, w, dform, build, apply, src, lm, Wt, height_mm):
           "motion-weighted %.2f deg\n" % (sc.mean(), ang.mean(), (ang * mv).sum() / mv.sum()))
     print("| method | mean mm | max mm | mean % | max % |")
     print("|---|---|---|---|---|")
-    for label in ("carried unturned", "cloning, rotation only", "cloning, scale only",
-                  "cloning", "cloning, the paper's scale (1-ring boxes, per axis, the normal's own)",
+    for label in ("carried unturned", "cloning, the warp's frames",
+                  "cloning, the warp's turn and scale", "cloning, the normals' turn only",
+                  "cloning, the warp's scale only", "cloning, the paper's frames",
+                  "cloning, the paper's scale (1-ring boxes, per axis, the normal's own)",
                   "cloning, the paper's scale (1-ring boxes, per axis)",
                   "cloning, the paper's scale (1-ring boxes, isotropic)",
                   "deformation transfer"):
@@ -546,10 +565,12 @@ def t2_tables(D, w, dform, build, apply, src, lm, Wt, height_mm):
     stfile.write(w("t2_turned.safetensors"), tq, meta)
     print("| method | as given (`--align none`) | aligned (`--align auto`, the default) |")
     print("|---|---|---|")
-    for label, meth, frames in (("expression cloning", "clone", "on"),
+    for label, meth, frames in (("expression cloning (the warp's frames)", "clone", "warp"),
+                                ("expression cloning, `--local-frames normals`", "clone",
+                                 "normals"),
                                 ("expression cloning, `--local-frames off`", "clone", "off"),
-                                ("deformation transfer", "dt", "on"),
-                                ("naive copy (nearest point)", "naive-point", "on")):
+                                ("deformation transfer", "dt", "warp"),
+                                ("naive copy (nearest point)", "naive-point", "warp")):
         cells = []
         for align in ("none", "auto"):
             tag = "t2q_%s_%s_%s" % (meth, frames, align)
@@ -562,6 +583,56 @@ def t2_tables(D, w, dform, build, apply, src, lm, Wt, height_mm):
                 F, -1, 3), axis=2) * 10
             cells.append("%.3f / %.2f" % (d.mean(), d.max()))
         print("| %s | %s |" % (label, " | ".join(cells)))
+
+    # stylised targets: a smooth non-linear map f (wider at the brow than at the jaw, bent,
+    # deeper, a curved profile; k its strength) applied to a target and to its truth, so the
+    # truth's displacements are f(x + d) - f(x): what a character with other proportions
+    # needs. f(source): the source's own mesh stylised (the adaptation alone); f(T2): T2
+    # stylised (T2's unadapted identity change as well)
+    print("\nStylised targets (a smooth map f with strength k applied to the target and its "
+          "truth), mean / max mm:\n")
+    variants = (("naive copy (nearest point)", "naive-point", "warp"),
+                ("expression cloning (the warp's frames, the default)", "clone", "warp"),
+                ("expression cloning, `--local-frames normals`", "clone", "normals"),
+                ("expression cloning, `--local-frames similarity`", "clone", "similarity"),
+                ("expression cloning, `--local-frames off`", "clone", "off"),
+                ("deformation transfer", "dt", "warp"))
+    src_t = stfile.read(src)[0]
+    t2_t = stfile.read(w("t2.safetensors"))[0]
+    cases = []
+    for name, tens, truth_d, tlm in (
+            ("f(source)", src_t, src_t["morph_deltas"].astype(np.float64), lm),
+            ("f(T2)", t2_t, t2d.reshape(m, -1, 3), w("t2_landmarks68.txt"))):
+        base = tens["positions"].astype(np.float64)
+        c, ext = base.mean(0), np.ptp(base, 0)
+
+        def fmap(X, k):
+            Y = (X - c) / ext
+            o = np.empty_like(X)
+            o[..., 0] = Y[..., 0] * (1 + 0.4 * k * Y[..., 1])
+            o[..., 1] = Y[..., 1] + 0.15 * k * Y[..., 0] ** 2
+            o[..., 2] = Y[..., 2] * (1 + 0.3 * k) + 0.2 * k * Y[..., 1] ** 2
+            return o * ext + c
+        for k in (0.5, 1.0):
+            V = fmap(base, k)
+            truth = fmap(base[None] + truth_d, k) - V[None]
+            path = w("styl_%s_%g.safetensors" % (name[2:-1], k))
+            stfile.write(path, {"positions": V.astype(np.float32),
+                                "triangles": tens["triangles"]}, {})
+            cells = []
+            for _, meth, frames in variants:
+                run(dform, "retarget", "transfer", "--source", src, "--target", path,
+                    "--source-landmarks", lm, "--target-landmarks", tlm, "--method", meth,
+                    "--local-frames", frames, "--out", w("styl.safetensors"))
+                S = stfile.read(w("styl.safetensors"))[0]["morph_deltas"].astype(np.float64)
+                d = np.linalg.norm((Wt @ (S - truth).reshape(m, -1)).reshape(F, -1, 3),
+                                   axis=2) * 10
+                cells.append("%.3f / %.2f" % (d.mean(), d.max()))
+            cases.append(("%s, k = %g" % (name, k), cells))
+    print("| method | " + " | ".join(c[0] for c in cases) + " |")
+    print("|---|" + "---|" * len(cases))
+    for i, (label, _, _) in enumerate(variants):
+        print("| %s | %s |" % (label, " | ".join(c[1][i] for c in cases)))
 
     # fewer landmarks (what a user picks by hand on an own mesh): subsets of the 68 in the
     # Multi-PIE 68-point numbering, cloning (refined and not) and deformation transfer

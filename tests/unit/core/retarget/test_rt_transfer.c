@@ -20,7 +20,10 @@
  *    with landmarks snapped to target vertices it brings the error down to
  *    under 0.3 (an affine map) and 0.5 (the same with sines added) of the
  *    landmark warp's, and with exact landmarks on an affine map it keeps
- *    the exact answer.
+ *    the exact answer;
+ *  - the local frames' modes on a target that is the source under a
+ *    general affine map: `warp` gives A d, `similarity` cbrt(det A) R d,
+ *    `off` d, and the normals' frames are not A d.
  */
 #include "dftest.h"
 #include "retarget/retarget.h"
@@ -558,11 +561,92 @@ static void test_refine(void)
     }
 }
 
+/* The local frames' modes on a target that is the source under a general
+ * affine map x -> A x + c (another size per axis, a turn, a shear): the
+ * warp through landmarks reproduces it exactly, every target vertex's
+ * point is its own source vertex, so `warp` must give A d, `similarity`
+ * cbrt(det A) R d (R: A's polar rotation, by an independent 3x3 SVD-free
+ * route: the rotation nearest A by Newton's iteration R <- (R + R^-T) / 2),
+ * and `off` d, each to float rounding; `normals` differs from A d (it
+ * turns and scales but cannot stretch per axis). */
+static void test_frames_affine(void)
+{
+    enum { N = 13 };
+    static float P[3 * N * N], Q[3 * N * N], Dl[3 * N * N], out[3 * N * N];
+    static uint32_t T[6 * (N - 1) * (N - 1)];
+    sheet(N, P, T);
+    /* A = turn(30 deg about z) * diag(1.4, 0.7, 1.1) + shear */
+    const double c30 = cos(M_PI / 6), s30 = sin(M_PI / 6);
+    const double S[9] = {1.4, 0.25, 0, 0, 0.7, 0, 0.1, 0, 1.1};
+    const double Rz[9] = {c30, -s30, 0, s30, c30, 0, 0, 0, 1};
+    double A[9];
+    for (int a = 0; a < 3; a++)
+        for (int b = 0; b < 3; b++)
+            A[3 * a + b] = Rz[3 * a] * S[b] + Rz[3 * a + 1] * S[3 + b] + Rz[3 * a + 2] * S[6 + b];
+    const double c[3] = {0.4, -0.3, 0.2};
+    for (int v = 0; v < N * N; v++) {
+        const float *x = P + 3 * v;
+        for (int d = 0; d < 3; d++) {
+            Q[3 * v + d] = (float)(A[3 * d] * x[0] + A[3 * d + 1] * x[1] + A[3 * d + 2] * x[2] + c[d]);
+            /* a displacement field varying over the sheet */
+            Dl[3 * v + d] = (float)(0.05 * sin(2.0 * x[0] + d) + 0.03 * cos(3.0 * x[1] - d));
+        }
+    }
+    /* Newton's iteration for the polar rotation of A */
+    double R[9], Ri[9];
+    memcpy(R, A, sizeof R);
+    for (int it = 0; it < 30; it++) {
+        const double det = R[0] * (R[4] * R[8] - R[5] * R[7]) - R[1] * (R[3] * R[8] - R[5] * R[6]) +
+                           R[2] * (R[3] * R[7] - R[4] * R[6]);
+        /* R^-T = cofactor matrix / det */
+        Ri[0] = (R[4] * R[8] - R[5] * R[7]) / det, Ri[1] = -(R[3] * R[8] - R[5] * R[6]) / det;
+        Ri[2] = (R[3] * R[7] - R[4] * R[6]) / det, Ri[3] = -(R[1] * R[8] - R[2] * R[7]) / det;
+        Ri[4] = (R[0] * R[8] - R[2] * R[6]) / det, Ri[5] = -(R[0] * R[7] - R[1] * R[6]) / det;
+        Ri[6] = (R[1] * R[5] - R[2] * R[4]) / det, Ri[7] = -(R[0] * R[5] - R[2] * R[3]) / det;
+        Ri[8] = (R[0] * R[4] - R[1] * R[3]) / det;
+        for (int i = 0; i < 9; i++) R[i] = 0.5 * (R[i] + Ri[i]);
+    }
+    const double detA = A[0] * (A[4] * A[8] - A[5] * A[7]) - A[1] * (A[3] * A[8] - A[5] * A[6]) +
+                        A[2] * (A[3] * A[7] - A[4] * A[6]);
+    const double sc = cbrt(detA);
+    /* landmarks: corners, centre and edge midpoints (the sheet is curved:
+     * they span 3D) */
+    int32_t lm[9] = {0, N - 1, N * (N - 1), N * N - 1, (N / 2) * N + N / 2, N / 2, (N / 2) * N,
+                     (N / 2) * N + N - 1, N * (N - 1) + N / 2};
+    df__rt_mesh_t s = {N * N, 2 * (N - 1) * (N - 1), 1, P, T, Dl};
+    df__rt_mesh_t t = {N * N, 2 * (N - 1) * (N - 1), 0, Q, T, NULL};
+    df_error_t err = {0};
+    const int modes[4] = {DF_RT_FRAMES_WARP, DF_RT_FRAMES_SIMILARITY, DF_RT_FRAMES_OFF,
+                          DF_RT_FRAMES_NORMALS};
+    double worst[4] = {0, 0, 0, 0}, mag = 0;
+    for (int k = 0; k < 4; k++) {
+        DF_CHECK_MSG(df__rt_transfer(&s, &t, lm, lm, 9, DF_RT_CLONE, modes[k], 0, DF_RT_ALIGN_NONE,
+                                     NULL, out, NULL, NULL, NULL, NULL, &err) == 0, "%s", err.msg);
+        for (int v = 0; v < N * N; v++) {
+            const float *d = Dl + 3 * v;
+            for (int e = 0; e < 3; e++) {
+                double want = k == 0 ? A[3 * e] * d[0] + A[3 * e + 1] * d[1] + A[3 * e + 2] * d[2]
+                            : k == 1 ? sc * (R[3 * e] * d[0] + R[3 * e + 1] * d[1] + R[3 * e + 2] * d[2])
+                            : k == 2 ? d[e]
+                                     : A[3 * e] * d[0] + A[3 * e + 1] * d[1] + A[3 * e + 2] * d[2];
+                worst[k] = fmax(worst[k], fabs(out[3 * v + e] - want));
+                if (k == 0) mag = fmax(mag, fabs(want));
+            }
+        }
+    }
+    DF_CHECK_MSG(worst[0] < 1e-5, "warp: max error %g against A d", worst[0]);
+    DF_CHECK_MSG(worst[1] < 1e-5, "similarity: max error %g against cbrt(det A) R d", worst[1]);
+    DF_CHECK_MSG(worst[2] < 1e-6, "off: max error %g against d", worst[2]);
+    /* the paper's frames cannot stretch per axis: far from A d */
+    DF_CHECK_MSG(worst[3] > 0.1 * mag, "normals: %g from A d (displacements up to %g)", worst[3], mag);
+}
+
 int main(void)
 {
     DF_RUN(test_rbf);
     DF_RUN(test_closest);
     DF_RUN(test_transfer);
     DF_RUN(test_refine);
+    DF_RUN(test_frames_affine);
     return dftest_exit();
 }
