@@ -980,6 +980,10 @@ static int transfer(const df__rt_mesh_t *s, const df__rt_mesh_t *t, const int32_
                     for (int d = 0; d < 3; d++) m[d] += b[k] * s->deltas[(j * ns + f[k]) * 3 + d];
                 if (through) {
                     double x2[3], w2[3];
+                    if (m[0] == 0 && m[1] == 0 && m[2] == 0) { /* most shapes move a region */
+                        for (int d = 0; d < 3; d++) out[(j * nt + q) * 3 + d] = 0.0f;
+                        continue;
+                    }
                     for (int d = 0; d < 3; d++) x2[d] = Pv[3 * q + d] + m[d];
                     df__rt_rbf_eval(ls, nc, coef, x2, w2, NULL);
                     for (int d = 0; d < 3; d++) out[(j * nt + q) * 3 + d] = (float)(w2[d] - wx[d]);

@@ -55,6 +55,7 @@ Needs Debian's python3 and python3-numpy only (and Blender for a new T2).
 """
 import argparse
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -500,7 +501,7 @@ def t2_tables(D, w, dform, build, apply, src, lm, Wt, height_mm):
         if refine is not None:
             cmd += ["--refine", refine, "--correspondence-out", w(tag + "_corr.npy")]
         out = run(*cmd)
-        secs = out.split(" in ")[1].split("s;")[0]
+        secs = re.search(r"target vertices in ([0-9.]+)s;", out).group(1)
         if refine is not None and refine not in corr:
             corr[refine] = np.linalg.norm(points(np.load(w(tag + "_corr.npy"))) - exact_pts,
                                           axis=1) * 10
