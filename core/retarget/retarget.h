@@ -192,8 +192,10 @@ typedef struct df__rt_progress {
 
 /* The source's M shapes carried onto target t (rt_transfer.c): out [M,
  * t->nv, 3] deltas. lm_s, lm_t: L corresponding landmark vertex indices.
- * local_frames (expression cloning): turn and scale each displacement from
- * the source's local frame into the target's (Noh & Neumann), or not.
+ * local_frames (expression cloning): a df__rt_frames_t, how each
+ * displacement is carried from the source's local frame into the target's
+ * (below; DF_RT_FRAMES_OFF = 0 and DF_RT_FRAMES_NORMALS = 1 keep the
+ * values of the former off and on).
  * refine: rounds of the correspondence's refinement (df__rt_correspond).
  * corr_tri [t->nv], corr_bary [t->nv,3], rounds (each NULL when not
  * wanted; not written by the nearest-vertex copy): the dense correspondence used
