@@ -56,6 +56,7 @@
  */
 #include "retarget/retarget.h"
 #include "math/knn.h"
+#include "math/mathx.h"
 
 #include <cholmod.h>
 #include <math.h>
@@ -384,26 +385,6 @@ static void rot_between(const double *a, const double *b, double *R)
         }
     double f = 1 / (1 + c);
     for (int i = 0; i < 9; i++) R[i] = (i % 4 == 0) + K[i] + K2[i] * f;
-}
-
-/* the rotation factor of J (row-major, det J > 0): R = J (J'J)^-1/2, the
- * rotation nearest J (polar decomposition), from the eigenvectors of J'J */
-static void polar_rotation(const double *J, double *R)
-{
-    double A[9], V[9], H[9];
-    for (int a = 0; a < 3; a++)
-        for (int b = 0; b < 3; b++)
-            A[3 * a + b] = J[a] * J[b] + J[3 + a] * J[3 + b] + J[6 + a] * J[6 + b];
-    df__rt_eig_sym(A, 3, V);
-    double il[3];
-    for (int k = 0; k < 3; k++) il[k] = A[4 * k] > 0 ? 1 / sqrt(A[4 * k]) : 0;
-    for (int a = 0; a < 3; a++) /* H = V diag(il) V' = (J'J)^-1/2 */
-        for (int b = 0; b < 3; b++)
-            H[3 * a + b] = V[3 * a] * il[0] * V[3 * b] + V[3 * a + 1] * il[1] * V[3 * b + 1] +
-                           V[3 * a + 2] * il[2] * V[3 * b + 2];
-    for (int a = 0; a < 3; a++)
-        for (int b = 0; b < 3; b++)
-            R[3 * a + b] = J[3 * a] * H[b] + J[3 * a + 1] * H[3 + b] + J[3 * a + 2] * H[6 + b];
 }
 
 /* ------------------------------------------------------ correspondence */
@@ -970,7 +951,10 @@ static int transfer(const df__rt_mesh_t *s, const df__rt_mesh_t *t, const int32_
                 sc = 1;
                 for (int i = 0; i < 9; i++) R[i] = (i % 4 == 0);
             } else if (local_frames == DF_RT_FRAMES_SIMILARITY && !turned_over) {
-                polar_rotation(J, R); /* the warp's own turn */
+                float Jf[9], Rf[9], Pf[9]; /* the warp's own turn: J's polar rotation */
+                for (int i = 0; i < 9; i++) Jf[i] = (float)J[i];
+                if (df_m33_polar(Jf, Rf, Pf) == 0)
+                    for (int i = 0; i < 9; i++) R[i] = Rf[i];
             }
             /* the displaced source point through the warp itself */
             const int through = local_frames == DF_RT_FRAMES_WARP && !turned_over;
