@@ -257,6 +257,20 @@ int df__rt_transfer(const df__rt_mesh_t *s, const df__rt_mesh_t *t, const int32_
 int df__rt_correspond(const df__rt_mesh_t *s, const df__rt_mesh_t *t, const int32_t *lm_s,
                       const int32_t *lm_t, int64_t L, int refine, int32_t *tri_out,
                       float *bary_out, int *rounds, df_error_t *err);
+/* What a transfer gives each separate piece of the target (a connected
+ * component of its triangles: an eyeball, a row of teeth), rt_pieces.c */
+typedef enum df__rt_piece {
+    DF_RT_PIECE_SKIN = 0,  /* the transferred displacements (the skin's motion there) */
+    DF_RT_PIECE_STILL = 1, /* none */
+    DF_RT_PIECE_RIGID = 2, /* per shape, the rigid motion closest to them (Horn) */
+} df__rt_piece_t;
+/* D [M,nv,3] (a transfer's shapes) IN/OUT: the pieces' vertices changed by
+ * their mode; piece [nv]: each vertex's piece (0..np-1); mode [np]: a
+ * df__rt_piece_t each. A rigid piece on a line takes its mean displacement.
+ * Errors: a piece or mode out of range, out of memory. */
+int df__rt_pieces_apply(const float *pos, int64_t nv, const int32_t *piece, int64_t np,
+                        const uint8_t *mode, int64_t M, float *D, df_error_t *err);
+
 /* RBF warp (phi(r) = r plus affine) through L landmark pairs: coef
  * [(L+4),3] OUT. */
 int df__rt_rbf_fit(const float *src, const float *dst, int64_t L, double *coef,

@@ -449,6 +449,70 @@ naive = min(err["naive"], err["naive-point"])
 sys.exit(0 if 2 * max(err["clone_off"], err["clone"]) <= naive
          and max(err["dt"], err["clone_normals"], err["clone_similarity"]) < naive else 1)
 EOF2
+# T2 with two separate pieces added (tools/retarget/pieces.py: an eyeball behind the right eye's
+# lids, a row of lower teeth behind the lower lip): listed with their landmarks and motion,
+# by default they take the skin's motion (the hint says so); --pieces still keeps both still,
+# --piece 1=still --piece 2=rigid gives the teeth, per shape, the rigid motion nearest the
+# skin's motion there: equal to an SVD Kabsch fit of the default transfer's displacements
+# (1e-4 cm; 1e-5 measured), the skin's shapes unchanged bit for bit; bad --piece refused
+"$PY" tools/retarget/pieces.py --target "$D/t2.safetensors" --landmarks "$D/t2_landmarks68.txt" \
+    --out "$T/t2p.safetensors" >"$T/t2p.log" 2>&1 || { cat "$T/t2p.log"; fail rt-transfer-pieces; }
+for o in default still mixed; do
+    case $o in
+    default) opt= ;;
+    still) opt="--pieces still" ;;
+    mixed) opt="--piece 1=still --piece 2=rigid" ;;
+    esac
+    "$BIN/deform" retarget transfer --source "$D/source.safetensors" --target "$T/t2p.safetensors" \
+        --source-landmarks "$D/landmarks68.txt" --target-landmarks "$D/t2_landmarks68.txt" \
+        $opt --out "$T/t2p_$o.safetensors" >"$T/trp_$o.log" 2>&1 || cat "$T/trp_$o.log"
+done
+grep -q "pieces: the target has 3 separate pieces" "$T/trp_default.log" \
+    && grep -q "piece 0: 5089 vertices, 68 landmarks.*: skin" "$T/trp_default.log" \
+    && grep -q "piece 1: .* 0 landmarks.*(eyeBlink_R): skin" "$T/trp_default.log" \
+    && grep -q "2 pieces without landmarks take the skin's motion" "$T/trp_default.log" \
+    && grep -q "piece 2: .*(jawOpen): rigid" "$T/trp_mixed.log" \
+    && "$PY" - "$T" <<'EOF2' && ok rt-transfer-pieces || fail rt-transfer-pieces
+import sys
+import numpy as np
+sys.path.insert(0, "tools/garment")
+import stfile
+T = sys.argv[1]
+t = stfile.read(T + "/t2p.safetensors")[0]
+P = t["positions"].astype(np.float64)
+n0 = 5089
+sh = {o: stfile.read("%s/t2p_%s.safetensors" % (T, o))[0]["morph_deltas"].astype(np.float64)
+      for o in ("default", "still", "mixed")}
+n1 = n0 + (len(P) - n0) // 2
+a, b, c = sh["default"], sh["still"], sh["mixed"]
+skin = max(np.abs(a[:, :n0] - b[:, :n0]).max(), np.abs(a[:, :n0] - c[:, :n0]).max())
+still = max(np.abs(b[:, n0:]).max(), np.abs(c[:, n0:n1]).max())
+moved = np.abs(a[:, n0:]).max()
+X = P[n1:]
+worst, resid = 0.0, 0.0
+for s in range(len(a)):
+    Y = X + a[s, n1:]
+    xc, yc = X.mean(0), Y.mean(0)
+    U, S, Vt = np.linalg.svd((X - xc).T @ (Y - yc))
+    R = Vt.T @ np.diag([1, 1, np.sign(np.linalg.det(Vt.T @ U.T))]) @ U.T
+    ref = (X - xc) @ R.T + yc - X
+    worst = max(worst, np.abs(ref - c[s, n1:]).max())
+    resid = max(resid, np.abs(ref - a[s, n1:]).max())
+print("# pieces: skin changed %g, still %g (default moves them up to %.3f cm), rigid teeth vs "
+      "SVD Kabsch %.2g cm (the skin's motion there %.3f cm from rigid)" % (skin, still, moved, worst, resid))
+sys.exit(0 if skin == 0 and still == 0 and moved > 0.5 and worst < 1e-4 and resid > 0.05 else 1)
+EOF2
+for bad in "--piece 3=still" "--piece 1=wobble" "--piece x" "--pieces some"; do
+    "$BIN/deform" retarget transfer --source "$D/source.safetensors" --target "$T/t2p.safetensors" \
+        --source-landmarks "$D/landmarks68.txt" --target-landmarks "$D/t2_landmarks68.txt" \
+        $bad --out "$T/t2p_bad.safetensors" >"$T/trp_bad.log" 2>&1 && { fail "rt-transfer-pieces-refused ($bad)"; continue; }
+    case $bad in
+    "--piece 3=still") grep -q "the target has 3 pieces (0..2)" "$T/trp_bad.log" ;;
+    "--pieces some") grep -q "must be skin, still or rigid" "$T/trp_bad.log" ;;
+    *) grep -q "takes N=skin, N=still or N=rigid" "$T/trp_bad.log" ;;
+    esac || { cat "$T/trp_bad.log"; fail "rt-transfer-pieces-refused ($bad)"; }
+done
+[ -e "$T/t2p_bad.safetensors" ] && fail rt-transfer-pieces-refused || ok rt-transfer-pieces-refused
 # T2 in metres (the source in centimetres): expression cloning scales the displacements with
 # the warp (0.01 x the centimetre transfer's, 1e-4 relative); --local-frames off, which
 # carries them at the source's size, warns about the units

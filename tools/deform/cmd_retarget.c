@@ -16,7 +16,8 @@
  *       [--frames-out FRAMES.txt]
  *   deform retarget transfer --source SRC --target MESH --source-landmarks A.txt
  *       --target-landmarks B.txt [--method clone|naive|naive-point|dt] [--local-frames warp|normals|similarity|off]
- *       [--refine N] [--align auto|rigid|none] [--correspondence-out C.npy] --out RIG.safetensors
+ *       [--refine N] [--align auto|rigid|none] [--correspondence-out C.npy]
+ *       [--pieces skin|still|rigid] [--piece N=skin|still|rigid]... --out RIG.safetensors
  *
  * DESIGN
  * SRC and TGT are `rigged` models (a .safetensors file, REPO/NAME or a
@@ -47,6 +48,7 @@
 #include "base/clock.h"
 #include "df.h"
 #include "import.h"
+#include "math/laplacian.h"
 #include "retarget/retarget.h"
 
 #include <cblas.h>
@@ -81,6 +83,7 @@ static void usage(FILE *f)
             "           --target-landmarks B.txt [--method clone|naive|naive-point|dt] [--local-frames warp|normals|similarity|off]\n"
             "           (or --source-landmark-points P.txt, --target-landmark-points Q.txt)\n"
             "           [--refine N] [--align auto|rigid|none] [--correspondence-out C.npy]\n"
+            "           [--pieces skin|still|rigid] [--piece N=skin|still|rigid]...\n"
             "           --out RIG.safetensors\n");
 }
 
@@ -1643,16 +1646,180 @@ static void transfer_progress(void *user, const char *stage, double frac)
  * lip-seam vertex) does not (docs/retarget.md). */
 enum { TRANSFER_REFINE_CLONE = 5, TRANSFER_REFINE_DT = 0 };
 
+static int piece_mode(const char *s)
+{
+    return !strcmp(s, "skin") ? DF_RT_PIECE_SKIN
+           : !strcmp(s, "still") ? DF_RT_PIECE_STILL
+           : !strcmp(s, "rigid") ? DF_RT_PIECE_RIGID
+                                 : -1;
+}
+
+static const char *const PIECE_NAME[] = {"skin", "still", "rigid"};
+
+/* The target's pieces (connected components of its triangles, numbered by
+ * their first vertex) and what the transfer gives each: the skin (the
+ * pieces holding target landmarks; without landmarks the largest piece)
+ * keeps its transferred motion unless --piece says otherwise, the others
+ * take --pieces (default skin) or their --piece. Prints the pieces when
+ * there are several (the 20 largest), each with its largest transferred
+ * displacement and its shape, then applies the modes to D. */
+enum { MAX_PIECE_OPTS = 256 };
+typedef struct piece_opt {
+    long n;
+    int mode;
+} piece_opt_t;
+
+static int transfer_pieces(const df__rt_mesh_t *tm, const int32_t *lt, int64_t nl, int others,
+                           const piece_opt_t *po, int npo, int64_t M, char **names, float *D,
+                           df_error_t *err)
+{
+    int32_t *comp = malloc(sizeof(int32_t) * (size_t)(tm->nv ? tm->nv : 1));
+    if (!comp) return df_error_set(err, DF_ENOMEM, "out of memory (the target's pieces)");
+    const int64_t np = df_lap_components(tm->nv, tm->nt, tm->tri, comp);
+    int rc = 0;
+    int64_t *cnt = NULL, *nlm = NULL, *order = NULL;
+    uint8_t *mode = NULL;
+    double *box = NULL, *dmax = NULL;
+    int64_t *dshape = NULL;
+    if (np < 0) {
+        free(comp);
+        return df_error_set(err, DF_ENOMEM, "out of memory (the target's pieces)");
+    }
+    for (int i = 0; i < npo; i++)
+        if (po[i].n >= np) {
+            rc = df_error_set(err, DF_EINVAL, "--piece %ld: the target has %lld piece%s "
+                              "(0..%lld)", po[i].n, (long long)np, np == 1 ? "" : "s",
+                              (long long)np - 1);
+            goto done;
+        }
+    if (np <= 1 && !npo) goto done;
+    cnt = calloc((size_t)np, sizeof(int64_t));
+    nlm = calloc((size_t)np, sizeof(int64_t));
+    order = malloc(sizeof(int64_t) * (size_t)np);
+    mode = malloc((size_t)np);
+    box = malloc(sizeof(double) * (size_t)(6 * np));
+    dmax = calloc((size_t)np, sizeof(double));
+    dshape = calloc((size_t)np, sizeof(int64_t));
+    if (!cnt || !nlm || !order || !mode || !box || !dmax || !dshape) {
+        rc = df_error_set(err, DF_ENOMEM, "out of memory (the target's pieces)");
+        goto done;
+    }
+    for (int64_t k = 0; k < np; k++) {
+        for (int d = 0; d < 3; d++) box[6 * k + d] = INFINITY, box[6 * k + 3 + d] = -INFINITY;
+        order[k] = k;
+    }
+    for (int64_t v = 0; v < tm->nv; v++) {
+        const int32_t k = comp[v];
+        cnt[k]++;
+        for (int d = 0; d < 3; d++) {
+            const double x = tm->pos[3 * v + d];
+            if (x < box[6 * k + d]) box[6 * k + d] = x;
+            if (x > box[6 * k + 3 + d]) box[6 * k + 3 + d] = x;
+        }
+    }
+    for (int64_t i = 0; lt && i < nl; i++) nlm[comp[lt[i]]]++;
+    int64_t largest = 0, with_lm = 0;
+    for (int64_t k = 0; k < np; k++) {
+        if (cnt[k] > cnt[largest]) largest = k;
+        with_lm += nlm[k] > 0;
+    }
+    for (int64_t k = 0; k < np; k++)
+        mode[k] = (uint8_t)((with_lm ? nlm[k] > 0 : k == largest) ? DF_RT_PIECE_SKIN : others);
+    for (int i = 0; i < npo; i++) mode[po[i].n] = (uint8_t)po[i].mode;
+    for (int64_t s = 0; s < M; s++) {
+        const float *Ds = D + (size_t)s * (size_t)tm->nv * 3;
+        for (int64_t v = 0; v < tm->nv; v++) {
+            const double a = Ds[3 * v], b = Ds[3 * v + 1], c = Ds[3 * v + 2];
+            const double l = sqrt(a * a + b * b + c * c);
+            if (l > dmax[comp[v]]) dmax[comp[v]] = l, dshape[comp[v]] = s;
+        }
+    }
+    if (np > 1) {
+        /* the 20 largest, in their numbering */
+        for (int64_t a = 1; a < np; a++)
+            for (int64_t b = a; b > 0 && cnt[order[b]] > cnt[order[b - 1]]; b--) {
+                const int64_t t = order[b];
+                order[b] = order[b - 1], order[b - 1] = t;
+            }
+        const int64_t shown = np < 20 ? np : 20;
+        for (int64_t a = 1; a < shown; a++)
+            for (int64_t b = a; b > 0 && order[b] < order[b - 1]; b--) {
+                const int64_t t = order[b];
+                order[b] = order[b - 1], order[b - 1] = t;
+            }
+        printf("pieces: the target has %lld separate pieces (numbered by their first vertex)%s\n",
+               (long long)np, np > shown ? "; the 20 largest" : "");
+        int skin_others = 0;
+        for (int64_t a = 0; a < shown; a++) {
+            const int64_t k = order[a];
+            const double *bx = box + 6 * k;
+            printf("  piece %lld: %lld vertices, %lld landmarks, centre (%.4g, %.4g, %.4g), size "
+                   "%.3g x %.3g x %.3g; largest transferred motion %.3g (%s): %s\n",
+                   (long long)k, (long long)cnt[k], (long long)nlm[k], 0.5 * (bx[0] + bx[3]),
+                   0.5 * (bx[1] + bx[4]), 0.5 * (bx[2] + bx[5]), bx[3] - bx[0], bx[4] - bx[1],
+                   bx[5] - bx[2], dmax[k], names && names[dshape[k]] ? names[dshape[k]] : "-",
+                   mode[k] == DF_RT_PIECE_SKIN ? "skin (its transferred motion)"
+                   : mode[k] == DF_RT_PIECE_STILL ? "still"
+                                                  : "rigid (each shape's closest rigid motion)");
+        }
+        if (np > shown) {
+            int64_t rest = 0;
+            for (int64_t a = shown; a < np; a++) rest += cnt[order[a]];
+            printf("  (%lld smaller pieces, %lld vertices in all: %s)\n", (long long)(np - shown),
+                   (long long)rest, PIECE_NAME[others]);
+        }
+        for (int64_t k = 0; k < np; k++)
+            skin_others += mode[k] == DF_RT_PIECE_SKIN && (with_lm ? nlm[k] == 0 : k != largest);
+        if (skin_others)
+            printf("pieces: %d piece%s without landmarks take%s the skin's motion nearest to "
+                   "them (an eyeball takes the lid's blink): --pieces still keeps them still, "
+                   "--piece N=rigid moves piece N rigidly with it (the lower teeth with the "
+                   "jaw)\n", skin_others, skin_others == 1 ? "" : "s",
+                   skin_others == 1 ? "s" : "");
+    }
+    rc = df__rt_pieces_apply(tm->pos, tm->nv, comp, np, mode, M, D, err);
+done:
+    free(comp), free(cnt), free(nlm), free(order), free(mode), free(box), free(dmax), free(dshape);
+    return rc;
+}
+
 static int cmd_transfer(int argc, char **argv)
 {
     const char *src_arg = NULL, *tgt_arg = NULL, *lms = NULL, *lmt = NULL, *out = NULL;
     const char *pts_s = NULL, *pts_t = NULL; /* landmarks as points */
     const char *method = "clone", *frames = "warp", *refine_arg = NULL, *corr_out = NULL;
     const char *align_arg = "auto";
+    int others = DF_RT_PIECE_SKIN, npo = 0;
+    piece_opt_t po[MAX_PIECE_OPTS];
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int more = i + 1 < argc;
-        if (!strcmp(a, "--source") && more) src_arg = argv[++i];
+        if (!strcmp(a, "--pieces") && more) {
+            others = piece_mode(argv[++i]);
+            if (others < 0) {
+                fprintf(stderr, "deform retarget transfer: --pieces must be skin, still or rigid, "
+                                "not '%s'\n", argv[i]);
+                return 2;
+            }
+        } else if (!strcmp(a, "--piece") && more) {
+            const char *v = argv[++i], *eq = strchr(v, '=');
+            char *end;
+            errno = 0;
+            const long n = strtol(v, &end, 10);
+            const int md = eq ? piece_mode(eq + 1) : -1;
+            if (!eq || end != eq || errno || n < 0 || n > INT32_MAX || md < 0) {
+                fprintf(stderr, "deform retarget transfer: --piece takes N=skin, N=still or "
+                                "N=rigid (N: a piece's number as the transfer lists them), not "
+                                "'%s'\n", v);
+                return 2;
+            }
+            if (npo == MAX_PIECE_OPTS) {
+                fprintf(stderr, "deform retarget transfer: at most %d --piece options (--pieces "
+                                "sets every piece without landmarks at once)\n", MAX_PIECE_OPTS);
+                return 2;
+            }
+            po[npo].n = n, po[npo++].mode = md;
+        } else if (!strcmp(a, "--source") && more) src_arg = argv[++i];
         else if (!strcmp(a, "--target") && more) tgt_arg = argv[++i];
         else if (!strcmp(a, "--source-landmarks") && more) lms = argv[++i];
         else if (!strcmp(a, "--target-landmarks") && more) lmt = argv[++i];
@@ -1798,11 +1965,23 @@ static int cmd_transfer(int argc, char **argv)
                             "them\n", r, method, naive ? "" : " --local-frames off");
         free(ps), free(pt);
     }
+    if (npo) { /* --piece numbers checked before the work */
+        int32_t *cc = malloc(sizeof(int32_t) * (size_t)(tm.nv ? tm.nv : 1));
+        const int64_t np = cc ? df_lap_components(tm.nv, tm.nt, tm.tri, cc) : -1;
+        free(cc);
+        if (np < 0) DIE("out of memory");
+        for (int i = 0; i < npo; i++)
+            if (po[i].n >= np)
+                DIE("--piece %ld: the target has %lld piece%s (0..%lld)", po[i].n, (long long)np,
+                    np == 1 ? "" : "s", (long long)np - 1);
+    }
     double t0 = df__now_s();
     tprog_t tpr = {t0, t0, t0, ""};
     df__rt_progress_t pg = {transfer_progress, &tpr};
     if (df__rt_transfer(&sm, &tm, ls, lt, nls, mt, (int)lf, refine, align, &turned, D, ctri, cbary,
                         &rounds, &pg, &err))
+        DIE("%s", err.msg);
+    if (transfer_pieces(&tm, lt, nlt, others, po, npo, src.M, src.names, D, &err))
         DIE("%s", err.msg);
     df_rigged_data_t d;
     memset(&d, 0, sizeof d);

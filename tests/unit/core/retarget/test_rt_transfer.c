@@ -561,6 +561,25 @@ static void test_refine(void)
     }
 }
 
+/* the rotation nearest A (det A > 0) by Newton's iteration R <- (R + R^-T) / 2 */
+static void polar3(const double A[9], double R[9])
+{
+    double Ri[9];
+    memcpy(Ri, A, sizeof Ri);
+    memcpy(R, A, sizeof Ri);
+    for (int it = 0; it < 30; it++) {
+        const double det = R[0] * (R[4] * R[8] - R[5] * R[7]) - R[1] * (R[3] * R[8] - R[5] * R[6]) +
+                           R[2] * (R[3] * R[7] - R[4] * R[6]);
+        /* R^-T = cofactor matrix / det */
+        Ri[0] = (R[4] * R[8] - R[5] * R[7]) / det, Ri[1] = -(R[3] * R[8] - R[5] * R[6]) / det;
+        Ri[2] = (R[3] * R[7] - R[4] * R[6]) / det, Ri[3] = -(R[1] * R[8] - R[2] * R[7]) / det;
+        Ri[4] = (R[0] * R[8] - R[2] * R[6]) / det, Ri[5] = -(R[0] * R[7] - R[1] * R[6]) / det;
+        Ri[6] = (R[1] * R[5] - R[2] * R[4]) / det, Ri[7] = -(R[0] * R[5] - R[2] * R[3]) / det;
+        Ri[8] = (R[0] * R[4] - R[1] * R[3]) / det;
+        for (int i = 0; i < 9; i++) R[i] = 0.5 * (R[i] + Ri[i]);
+    }
+}
+
 /* The local frames' modes on a target that is the source under a general
  * affine map x -> A x + c (another size per axis, a turn, a shear): the
  * warp through landmarks reproduces it exactly, every target vertex's
@@ -593,19 +612,8 @@ static void test_frames_affine(void)
         }
     }
     /* Newton's iteration for the polar rotation of A */
-    double R[9], Ri[9];
-    memcpy(R, A, sizeof R);
-    for (int it = 0; it < 30; it++) {
-        const double det = R[0] * (R[4] * R[8] - R[5] * R[7]) - R[1] * (R[3] * R[8] - R[5] * R[6]) +
-                           R[2] * (R[3] * R[7] - R[4] * R[6]);
-        /* R^-T = cofactor matrix / det */
-        Ri[0] = (R[4] * R[8] - R[5] * R[7]) / det, Ri[1] = -(R[3] * R[8] - R[5] * R[6]) / det;
-        Ri[2] = (R[3] * R[7] - R[4] * R[6]) / det, Ri[3] = -(R[1] * R[8] - R[2] * R[7]) / det;
-        Ri[4] = (R[0] * R[8] - R[2] * R[6]) / det, Ri[5] = -(R[0] * R[7] - R[1] * R[6]) / det;
-        Ri[6] = (R[1] * R[5] - R[2] * R[4]) / det, Ri[7] = -(R[0] * R[5] - R[2] * R[3]) / det;
-        Ri[8] = (R[0] * R[4] - R[1] * R[3]) / det;
-        for (int i = 0; i < 9; i++) R[i] = 0.5 * (R[i] + Ri[i]);
-    }
+    double R[9];
+    polar3(A, R);
     const double detA = A[0] * (A[4] * A[8] - A[5] * A[7]) - A[1] * (A[3] * A[8] - A[5] * A[6]) +
                         A[2] * (A[3] * A[7] - A[4] * A[6]);
     const double sc = cbrt(detA);
@@ -641,6 +649,108 @@ static void test_frames_affine(void)
     DF_CHECK_MSG(worst[3] > 0.1 * mag, "normals: %g from A d (displacements up to %g)", worst[3], mag);
 }
 
+/* The pieces' modes (df__rt_pieces_apply) on four pieces of a point set:
+ * skin left bit for bit; still zero; rigid: a shape that is a rigid motion
+ * of the piece kept (1e-5), one with noise replaced by the rigid motion
+ * nearest it, against an independent route (the rotation nearest the
+ * cross-covariance by Newton's polar iteration, the centroids' difference
+ * for the translation), a zero shape kept zero; a piece on a line takes its
+ * mean displacement; bad pieces and modes refused. */
+static void test_pieces(void)
+{
+    enum { NP = 4, PER = 40, NV = NP * PER, MS = 3 };
+    static float pos[3 * NV], D[MS * 3 * NV], D0[MS * 3 * NV];
+    int32_t piece[NV];
+    for (int v = 0; v < NV; v++) {
+        piece[v] = (v * 7) % NP; /* pieces interleaved in the vertex order */
+        for (int d = 0; d < 3; d++)
+            pos[3 * v + d] = piece[v] == 3 ? (float)(0.5 + (d + 1) * 0.1 * v) /* a line */
+                                           : (float)(2.0 * urand() - 1.0 + 5.0 * d);
+    }
+    /* shape 0: a rigid motion of every piece; shape 1: it plus noise; shape 2: zero */
+    const double a = 0.4, ca = cos(a), sa = sin(a);
+    const double Rm[9] = {ca, 0, sa, 0, 1, 0, -sa, 0, ca}, tm[3] = {0.3, -0.1, 0.2};
+    for (int v = 0; v < NV; v++)
+        for (int d = 0; d < 3; d++) {
+            const float *x = pos + 3 * v;
+            const double r = Rm[3 * d] * x[0] + Rm[3 * d + 1] * x[1] + Rm[3 * d + 2] * x[2] + tm[d] - x[d];
+            D[3 * v + d] = (float)r;
+            D[3 * NV + 3 * v + d] = (float)(r + 0.05 * (2.0 * urand() - 1.0));
+            D[6 * NV + 3 * v + d] = 0.0f;
+        }
+    memcpy(D0, D, sizeof D);
+    const uint8_t mode[NP] = {DF_RT_PIECE_SKIN, DF_RT_PIECE_STILL, DF_RT_PIECE_RIGID,
+                              DF_RT_PIECE_RIGID};
+    df_error_t err = {0};
+    DF_CHECK_MSG(df__rt_pieces_apply(pos, NV, piece, NP, mode, MS, D, &err) == 0, "%s", err.msg);
+    double e_skin = 0, e_still = 0, e_exact = 0, e_noisy = 0, e_zero = 0, e_line = 0, moved = 0;
+    /* the reference for the noisy shape on piece 2 */
+    double cx[3] = {0, 0, 0}, cy[3] = {0, 0, 0}, H[9] = {0}, Rr[9];
+    int n2 = 0;
+    for (int v = 0; v < NV; v++)
+        if (piece[v] == 2) {
+            n2++;
+            for (int d = 0; d < 3; d++) {
+                cx[d] += pos[3 * v + d];
+                cy[d] += pos[3 * v + d] + D0[3 * NV + 3 * v + d];
+            }
+        }
+    for (int d = 0; d < 3; d++) cx[d] /= n2, cy[d] /= n2;
+    for (int v = 0; v < NV; v++)
+        if (piece[v] == 2)
+            for (int i = 0; i < 3; i++)
+                for (int j = 0; j < 3; j++)
+                    H[3 * i + j] += (pos[3 * v + i] + D0[3 * NV + 3 * v + i] - cy[i]) *
+                                    (pos[3 * v + j] - cx[j]);
+    polar3(H, Rr);
+    double mean_line[3] = {0, 0, 0};
+    int n3 = 0;
+    for (int v = 0; v < NV; v++)
+        if (piece[v] == 3) {
+            n3++;
+            for (int d = 0; d < 3; d++) mean_line[d] += D0[3 * NV + 3 * v + d];
+        }
+    for (int d = 0; d < 3; d++) mean_line[d] /= n3;
+    for (int v = 0; v < NV; v++)
+        for (int d = 0; d < 3; d++) {
+            const float *x = pos + 3 * v;
+            const size_t i0 = (size_t)(3 * v + d), i1 = 3 * NV + i0, i2 = 6 * NV + i0;
+            switch (piece[v]) {
+            case 0:
+                for (int s = 0; s < MS; s++)
+                    e_skin = fmax(e_skin, fabs(D[s * 3 * NV + i0] - D0[s * 3 * NV + i0]));
+                break;
+            case 1:
+                for (int s = 0; s < MS; s++) e_still = fmax(e_still, fabs(D[s * 3 * NV + i0]));
+                break;
+            case 2: {
+                e_exact = fmax(e_exact, fabs(D[i0] - D0[i0]));
+                const double want = Rr[3 * d] * (x[0] - cx[0]) + Rr[3 * d + 1] * (x[1] - cx[1]) +
+                                    Rr[3 * d + 2] * (x[2] - cx[2]) + cy[d] - x[d];
+                e_noisy = fmax(e_noisy, fabs(D[i1] - want));
+                moved = fmax(moved, fabs(D[i1] - D0[i1]));
+                e_zero = fmax(e_zero, fabs(D[i2]));
+                break;
+            }
+            default:
+                e_line = fmax(e_line, fabs(D[i1] - mean_line[d]));
+            }
+        }
+    DF_CHECK_MSG(e_skin == 0.0, "skin changed by %g", e_skin);
+    DF_CHECK_MSG(e_still == 0.0, "still moves by %g", e_still);
+    DF_CHECK_MSG(e_exact < 1e-5, "an exactly rigid shape changed by %g", e_exact);
+    DF_CHECK_MSG(e_noisy < 1e-5, "the noisy shape %g from the nearest rigid motion", e_noisy);
+    DF_CHECK_MSG(moved > 0.01, "the noise not taken out (%g)", moved);
+    DF_CHECK_MSG(e_zero < 1e-6, "a zero shape moves by %g", e_zero);
+    DF_CHECK_MSG(e_line < 1e-5, "a piece on a line %g from its mean displacement", e_line);
+    int32_t bad[NV];
+    memcpy(bad, piece, sizeof bad);
+    bad[5] = NP;
+    DF_CHECK(df__rt_pieces_apply(pos, NV, bad, NP, mode, MS, D, &err) == DF_EINVAL);
+    const uint8_t badm[NP] = {0, 1, 2, 7};
+    DF_CHECK(df__rt_pieces_apply(pos, NV, piece, NP, badm, MS, D, &err) == DF_EINVAL);
+}
+
 int main(void)
 {
     DF_RUN(test_rbf);
@@ -648,5 +758,6 @@ int main(void)
     DF_RUN(test_transfer);
     DF_RUN(test_refine);
     DF_RUN(test_frames_affine);
+    DF_RUN(test_pieces);
     return dftest_exit();
 }
