@@ -1664,6 +1664,14 @@ static const char *const PIECE_NAME[] = {"skin", "still", "rigid"};
  * there are several (the 20 largest), each with its largest transferred
  * displacement and its shape, then applies the modes to D. */
 enum { MAX_PIECE_OPTS = 256 };
+
+/* (vertex count, piece) pairs: larger first, then by number */
+static int by_size(const void *a, const void *b)
+{
+    const int64_t *x = a, *y = b;
+    if (x[0] != y[0]) return x[0] > y[0] ? -1 : 1;
+    return (x[1] > y[1]) - (x[1] < y[1]);
+}
 typedef struct piece_opt {
     long n;
     int mode;
@@ -1735,12 +1743,17 @@ static int transfer_pieces(const df__rt_mesh_t *tm, const int32_t *lt, int64_t n
         }
     }
     if (np > 1) {
-        /* the 20 largest, in their numbering */
-        for (int64_t a = 1; a < np; a++)
-            for (int64_t b = a; b > 0 && cnt[order[b]] > cnt[order[b - 1]]; b--) {
-                const int64_t t = order[b];
-                order[b] = order[b - 1], order[b - 1] = t;
-            }
+        /* the 20 largest (a mesh of hair cards has thousands of pieces), in
+         * their numbering */
+        int64_t *key = malloc(sizeof(int64_t) * (size_t)(2 * np));
+        if (!key) {
+            rc = df_error_set(err, DF_ENOMEM, "out of memory (the target's pieces)");
+            goto done;
+        }
+        for (int64_t k = 0; k < np; k++) key[2 * k] = cnt[k], key[2 * k + 1] = k;
+        qsort(key, (size_t)np, 2 * sizeof(int64_t), by_size);
+        for (int64_t k = 0; k < np; k++) order[k] = key[2 * k + 1];
+        free(key);
         const int64_t shown = np < 20 ? np : 20;
         for (int64_t a = 1; a < shown; a++)
             for (int64_t b = a; b > 0 && order[b] < order[b - 1]; b--) {
