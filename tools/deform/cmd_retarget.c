@@ -1656,13 +1656,6 @@ static int piece_mode(const char *s)
 
 static const char *const PIECE_NAME[] = {"skin", "still", "rigid"};
 
-/* The target's pieces (connected components of its triangles, numbered by
- * their first vertex) and what the transfer gives each: the skin (the
- * pieces holding target landmarks; without landmarks the largest piece)
- * keeps its transferred motion unless --piece says otherwise, the others
- * take --pieces (default skin) or their --piece. Prints the pieces when
- * there are several (the 20 largest), each with its largest transferred
- * displacement and its shape, then applies the modes to D. */
 enum { MAX_PIECE_OPTS = 256 };
 
 /* (vertex count, piece) pairs: larger first, then by number */
@@ -1672,35 +1665,29 @@ static int by_size(const void *a, const void *b)
     if (x[0] != y[0]) return x[0] > y[0] ? -1 : 1;
     return (x[1] > y[1]) - (x[1] < y[1]);
 }
+
 typedef struct piece_opt {
-    long n;
+    long n; /* checked against the pieces before the transfer */
     int mode;
 } piece_opt_t;
 
-static int transfer_pieces(const df__rt_mesh_t *tm, const int32_t *lt, int64_t nl, int others,
-                           const piece_opt_t *po, int npo, int64_t M, char **names, float *D,
-                           df_error_t *err)
+/* What the transfer gives each of the target's np pieces (comp: each
+ * vertex's piece, df_lap_components): the skin (the pieces holding target
+ * landmarks; without landmarks the largest piece) keeps its transferred
+ * motion unless --piece says otherwise, the others take --pieces (default
+ * skin) or their --piece. Prints the pieces when there are several (the 20
+ * largest), each with its largest transferred displacement and its shape,
+ * then applies the modes to D. */
+static int transfer_pieces(const df__rt_mesh_t *tm, const int32_t *comp, int64_t np,
+                           const int32_t *lt, int64_t nl, int others, const piece_opt_t *po,
+                           int npo, int64_t M, char **names, float *D, df_error_t *err)
 {
-    int32_t *comp = malloc(sizeof(int32_t) * (size_t)(tm->nv ? tm->nv : 1));
-    if (!comp) return df_error_set(err, DF_ENOMEM, "out of memory (the target's pieces)");
-    const int64_t np = df_lap_components(tm->nv, tm->nt, tm->tri, comp);
     int rc = 0;
     int64_t *cnt = NULL, *nlm = NULL, *order = NULL;
     uint8_t *mode = NULL;
     double *box = NULL, *dmax = NULL;
     int64_t *dshape = NULL;
-    if (np < 0) {
-        free(comp);
-        return df_error_set(err, DF_ENOMEM, "out of memory (the target's pieces)");
-    }
-    for (int i = 0; i < npo; i++)
-        if (po[i].n >= np) {
-            rc = df_error_set(err, DF_EINVAL, "--piece %ld: the target has %lld piece%s "
-                              "(0..%lld)", po[i].n, (long long)np, np == 1 ? "" : "s",
-                              (long long)np - 1);
-            goto done;
-        }
-    if (np <= 1 && !npo) goto done;
+    if (np <= 1 && !npo) return 0;
     cnt = calloc((size_t)np, sizeof(int64_t));
     nlm = calloc((size_t)np, sizeof(int64_t));
     order = malloc(sizeof(int64_t) * (size_t)np);
@@ -1792,7 +1779,7 @@ static int transfer_pieces(const df__rt_mesh_t *tm, const int32_t *lt, int64_t n
     }
     rc = df__rt_pieces_apply(tm->pos, tm->nv, comp, np, mode, M, D, err);
 done:
-    free(comp), free(cnt), free(nlm), free(order), free(mode), free(box), free(dmax), free(dshape);
+    free(cnt), free(nlm), free(order), free(mode), free(box), free(dmax), free(dshape);
     return rc;
 }
 
@@ -1915,7 +1902,7 @@ static int cmd_transfer(int argc, char **argv)
     rig_t src;
     memset(&src, 0, sizeof src);
     df_st_t *tst = NULL;
-    int32_t *ls = NULL, *lt = NULL, *ctri = NULL;
+    int32_t *ls = NULL, *lt = NULL, *ctri = NULL, *comp = NULL;
     float *D = NULL, *cbary = NULL, *C = NULL;
     int rc = 1;
     int64_t nls = 0, nlt = 0;
@@ -1978,23 +1965,21 @@ static int cmd_transfer(int argc, char **argv)
                             "them\n", r, method, naive ? "" : " --local-frames off");
         free(ps), free(pt);
     }
-    if (npo) { /* --piece numbers checked before the work */
-        int32_t *cc = malloc(sizeof(int32_t) * (size_t)(tm.nv ? tm.nv : 1));
-        const int64_t np = cc ? df_lap_components(tm.nv, tm.nt, tm.tri, cc) : -1;
-        free(cc);
-        if (np < 0) DIE("out of memory");
-        for (int i = 0; i < npo; i++)
-            if (po[i].n >= np)
-                DIE("--piece %ld: the target has %lld piece%s (0..%lld)", po[i].n, (long long)np,
-                    np == 1 ? "" : "s", (long long)np - 1);
-    }
+    /* the target's pieces; --piece numbers checked before the work */
+    comp = malloc(sizeof(int32_t) * (size_t)(tm.nv ? tm.nv : 1));
+    const int64_t npieces = comp ? df_lap_components(tm.nv, tm.nt, tm.tri, comp) : -1;
+    if (npieces < 0) DIE("out of memory");
+    for (int i = 0; i < npo; i++)
+        if (po[i].n >= npieces)
+            DIE("--piece %ld: the target has %lld piece%s (0..%lld)", po[i].n,
+                (long long)npieces, npieces == 1 ? "" : "s", (long long)npieces - 1);
     double t0 = df__now_s();
     tprog_t tpr = {t0, t0, t0, ""};
     df__rt_progress_t pg = {transfer_progress, &tpr};
     if (df__rt_transfer(&sm, &tm, ls, lt, nls, mt, (int)lf, refine, align, &turned, D, ctri, cbary,
                         &rounds, &pg, &err))
         DIE("%s", err.msg);
-    if (transfer_pieces(&tm, lt, nlt, others, po, npo, src.M, src.names, D, &err))
+    if (transfer_pieces(&tm, comp, npieces, lt, nlt, others, po, npo, src.M, src.names, D, &err))
         DIE("%s", err.msg);
     df_rigged_data_t d;
     memset(&d, 0, sizeof d);
@@ -2031,6 +2016,7 @@ out:
     free(ctri);
     free(cbary);
     free(C);
+    free(comp);
     return rc;
 }
 
